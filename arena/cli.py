@@ -1,0 +1,133 @@
+"""`arena <verb> key=value ...` (decisions.md §F, CLI grammar).
+
+Exit codes: 0 success; 2 bad input (config, name, key or path), with the valid choices
+listed; 1 when one or more runs failed.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Sequence
+
+import yaml
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(ValueError):
+    """A user error: printed without a traceback, exit code 2."""
+
+
+def parse_overrides(args: Sequence[str]) -> dict:
+    """`key=value` pairs -> dict; values parsed as YAML scalars/lists (`seeds=[0,5]`)."""
+    out = {}
+    for arg in args:
+        if "=" not in arg:
+            raise BadInput(f"expected key=value, got {arg!r} (e.g. method=gspo env=sokoban)")
+        key, _, raw = arg.partition("=")
+        if not key:
+            raise BadInput(f"empty key in {arg!r}")
+        try:
+            out[key] = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            out[key] = raw
+    return out
+
+
+def _methods(args: Sequence[str]) -> int:
+    """List the method presets with their resolved members and hyperparameters."""
+    from arena.po.compose import resolve
+    from arena.po.methods import METHODS
+
+    opts = parse_overrides(args)
+    unknown = sorted(set(opts) - {"method"})
+    if unknown:
+        raise BadInput(f"unknown key(s) {unknown} for 'arena methods'; valid: method")
+    names = [opts["method"]] if "method" in opts else list(METHODS)
+    for name in names:
+        try:
+            po = resolve({"method": name})
+        except ValueError as exc:
+            raise BadInput(str(exc)) from exc
+        mask = "off" if po.seq_mask_delta is None else f"delta={po.seq_mask_delta:g}"
+        hp = " ".join(f"{k}={v}" for k, v in po.hp.items())
+        print(
+            f"{name:9s} {po.group:11s} agg={po.aggregation:19s} clip={po.clipping:5s} mask={mask:11s} "
+            f"filter={po.filtering:7s} adv={po.advantage:5s} {hp}\n{'':9s} cites: {METHODS[name].cite}"
+        )
+    return EXIT_OK
+
+
+def _envs(args: Sequence[str]) -> int:
+    """`arena envs play env=NAME seed=N` | `arena envs check env=NAME n=100`."""
+    from arena.envs import ENVS
+    from arena.envs import commands
+
+    subs = {"play": commands.play, "check": commands.check}
+    if not args or args[0] not in subs:
+        raise BadInput(f"usage: arena envs {{{'|'.join(subs)}}} env=NAME ...; valid subcommands: {', '.join(subs)}")
+    opts = parse_overrides(args[1:])
+    env = opts.pop("env", "sokoban")
+    if env not in ENVS:
+        raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
+    try:
+        if args[0] == "play":
+            return int(commands.play(env, int(opts.pop("seed", 0)), **opts) or 0)
+        commands.check(env, int(opts.pop("n", 100)), **opts)
+    except TypeError as exc:  # an unknown env kwarg
+        raise BadInput(f"bad option for env {env!r}: {exc}") from exc
+    return EXIT_OK
+
+
+def _config(args: Sequence[str]):
+    from arena.config import BadConfig, load_config
+
+    try:
+        return load_config(list(args))
+    except BadConfig as exc:
+        raise BadInput(str(exc)) from exc
+
+
+def _train(args: Sequence[str]) -> int:
+    """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>)."""
+    from arena.backends.embedded.run import run_training
+
+    return run_training(_config(args))
+
+
+def _bc(args: Sequence[str]) -> int:
+    """`arena bc env=...`: train (or find cached) the BC checkpoint and print its report."""
+    from arena.backends.embedded.bc import bc_dir, ensure_bc_checkpoint
+
+    cfg = _config(args)
+    path = ensure_bc_checkpoint(cfg)
+    print(f"[bc] checkpoint: {path}")
+    print((bc_dir(cfg) / "bc.json").read_text())
+    return EXIT_OK
+
+
+VERBS: dict[str, Callable[[Sequence[str]], int]] = {
+    "methods": _methods,
+    "envs": _envs,
+    "train": _train,
+    "bc": _bc,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(f"usage: arena <verb> key=value ...\nverbs: {', '.join(VERBS)}")
+        return EXIT_OK if argv else EXIT_BAD_INPUT
+    verb, rest = argv[0], argv[1:]
+    if verb not in VERBS:
+        print(f"arena: unknown verb {verb!r}; valid: {', '.join(VERBS)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return VERBS[verb](rest)
+    except BadInput as exc:
+        print(f"arena {verb}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

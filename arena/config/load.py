@@ -1,0 +1,124 @@
+"""Compose a run's config with Hydra's compose API, validate it, and hash it into a cell id.
+
+`load_config(["env=sokoban", "po.method=gspo", "steps=5"])` -> DictConfig. Any bad key, value
+or group option raises BadConfig (a ValueError) whose message lists what is valid; the CLI
+turns it into exit code 2.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from .schema import FROM_PRESET, RunConfig
+
+# Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
+OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
+# Keys that do not change what a run computes (decisions §F) plus sweep-only keys.
+NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", "search", "wandb",
+                  "dimension", "seeds", "fail_fast")
+GROUPS = ("env", "budget")
+
+
+class BadConfig(ValueError):
+    """A user error in the config: exit code 2 with the valid choices listed."""
+
+
+def config_dir() -> Path:
+    """`configs/` at the repository root, or $ARENA_CONFIG_DIR."""
+    if os.environ.get("ARENA_CONFIG_DIR"):
+        return Path(os.environ["ARENA_CONFIG_DIR"]).resolve()
+    return (Path(__file__).resolve().parents[2] / "configs").resolve()
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+def _valid_keys(node: Any = None, prefix: str = "") -> list[str]:
+    node = OmegaConf.structured(RunConfig) if node is None else node
+    keys = []
+    for k, v in node.items_ex(resolve=False) if hasattr(node, "items_ex") else node.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, DictConfig) and not (path + ".").startswith(OPEN_NAMESPACES) and path not in ("po.hp", "env.kwargs", "env.po_defaults"):
+            keys += _valid_keys(v, path + ".")
+        else:
+            keys.append(path)
+    return keys
+
+
+def _normalise(overrides: Iterable[str] | Mapping[str, Any]) -> list[str]:
+    if isinstance(overrides, Mapping):
+        overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in overrides.items()]
+    out = []
+    for ov in overrides:
+        key = ov.split("=", 1)[0].lstrip("+~")
+        if "=" not in ov:
+            raise BadConfig(f"expected key=value, got {ov!r}")
+        if key.startswith(OPEN_NAMESPACES) and not ov.startswith("+"):
+            ov = "++" + ov  # open dicts: add or replace
+        out.append(ov)
+    return out
+
+
+def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig:
+    """Compose `configs/config.yaml` + overrides against the schema; BadConfig on bad input."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    from .store import register
+
+    register()
+    overrides = _normalise(overrides)
+    for ov in overrides:
+        key, _, value = ov.lstrip("+~").partition("=")
+        if key in GROUPS and value not in group_options(key):
+            raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(group_options(key))}")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            cfg = compose("config", overrides=overrides)
+    except MissingConfigException as exc:
+        raise BadConfig(str(exc).split("\nConfig search path")[0]) from exc
+    except ConfigCompositionException as exc:
+        msg = str(exc).split("\n")[0]
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        if "Could not override" in msg:
+            raise BadConfig(f"{msg.split(chr(10))[0]} (unknown key); valid keys: {', '.join(_valid_keys())}") from exc
+        raise BadConfig(f"{msg}{cause}".split("\n    full_key")[0]) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
+    return cfg
+
+
+def resolve_po(cfg: DictConfig):
+    """The run's ResolvedPO (preset + env po_defaults + po.* overrides)."""
+    from arena.po.compose import resolve
+
+    po = {k: v for k, v in to_plain(cfg.po).items() if v is not None}
+    if po.get("seq_mask_delta") == FROM_PRESET:
+        po.pop("seq_mask_delta")
+    elif "seq_mask_delta" not in po:
+        po["seq_mask_delta"] = None  # explicit null: off
+    try:
+        return resolve(po, to_plain(cfg.env.po_defaults))
+    except ValueError as exc:
+        raise BadConfig(str(exc)) from exc
+
+
+def to_plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def cell_id(cfg: DictConfig) -> str:
+    """A hash of the resolved config, without the keys that don't change the result."""
+    plain = {k: v for k, v in to_plain(cfg).items() if k not in NOT_IN_CELL_ID}
+    plain["po"] = resolve_po(cfg).flat()
+    blob = json.dumps(plain, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

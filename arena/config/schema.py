@@ -1,0 +1,130 @@
+"""Structured-config schema of every run (decisions.md §F keys); Hydra validates against it.
+
+A key outside this schema is a user error (exit 2, valid keys listed): see `load.py`. The
+open namespaces are `po.hp.*` (checked against the chosen members' signatures by
+`arena.po.compose.resolve`), `env.kwargs.*` (checked by the environment's constructor) and
+`po_defaults` inside the environment's config.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+# `po.seq_mask_delta` distinguishes "not set" (take the preset's) from null (off).
+FROM_PRESET = "preset"
+
+
+@dataclass
+class PoConfig:
+    method: Optional[str] = "grpo"
+    aggregation: Optional[str] = None  # None = the preset's member
+    clipping: Optional[str] = None
+    seq_mask_delta: Any = FROM_PRESET  # float, null (off) or "preset"
+    filtering: Optional[str] = None
+    advantage: Optional[str] = None
+    agg_norm: str = "global"  # global | per_microbatch (decisions §A)
+    hp: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EnvConfig:
+    name: str = "sokoban"
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to arena.envs.make
+    penalty_coef: float = 0.1  # format/invalid-action penalty (decisions §D)
+    history_length: int = 2
+    max_new_tokens: int = 24  # response length limit per turn
+    po_defaults: Dict[str, Any] = field(default_factory=dict)  # decisions §F resolution step 2
+
+
+@dataclass
+class ModelConfig:
+    path: Optional[str] = None  # a local HF checkpoint; None = BC from a model built below
+    size: str = "small"  # arena.backends.embedded.model.SIZES
+    hidden: Optional[int] = None  # explicit dimensions override the size's
+    layers: Optional[int] = None
+    heads: Optional[int] = None
+    kv_heads: Optional[int] = None
+    intermediate: Optional[int] = None
+    max_positions: int = 1024
+    tokenizer: str = "word"  # tokenizer kind (arena.backends.embedded.tokenizer)
+    vocab_size: int = 1024
+    init_seed: int = 0
+
+
+@dataclass
+class EvalConfig:
+    n: int = 256  # held-out eval episodes per eval point
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+
+
+@dataclass
+class BCConfig:
+    demos: int = 2000  # expert episodes
+    steps: int = 600
+    lr: float = 1e-3
+    batch_size: int = 64
+    source: str = "expert"  # expert | rejection
+    eval_n: int = 256
+
+
+@dataclass
+class StabilityConfig:
+    theta: float = 0.0025  # decisions §E: variance threshold (sd 5 points)
+    min_points: int = 5
+
+
+@dataclass
+class SearchConfig:
+    enabled: bool = False
+    mode: str = "first"  # first | best | tpe
+    seeds: List[int] = field(default_factory=lambda: [100])
+    trials: int = 8
+
+
+@dataclass
+class WandbConfig:
+    enabled: bool = True
+    project: str = "arena"
+    entity: Optional[str] = None
+    mode: Optional[str] = None  # None = WANDB_MODE or offline
+
+
+@dataclass
+class RunConfig:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    po: PoConfig = field(default_factory=PoConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
+    stability: StabilityConfig = field(default_factory=StabilityConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    backend: str = "embedded"  # embedded | verl
+    device: str = "cpu"
+    budget: str = "default"
+    seed: int = 0
+    steps: int = 100
+    lr: float = 1e-4
+    kl_coef: float = 0.01
+    entropy_coef: float = 0.0  # explicit, never a silent bonus (decisions §C)
+    grad_clip: float = 1.0
+    group_size: int = 8
+    batch_envs: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    ppo_epochs: int = 1
+    ppo_mini_batch_size: Optional[int] = None  # in turn-samples; overrides ppo_num_mini_batches
+    ppo_num_mini_batches: int = 2
+    micro_batch_size: int = 256  # turn-samples per forward/backward (gradient accumulation)
+    save_freq: int = 10
+    test_freq: int = 10
+    out: Optional[str] = None
+    results_dir: str = "results"
+    name: Optional[str] = None
+    arm: Optional[str] = None  # set by the sweep; excluded from the cell id
+    # sweep-only keys
+    dimension: Optional[str] = None
+    seeds: Any = 3
+    launcher: str = "local"
+    fail_fast: bool = False

@@ -1,0 +1,147 @@
+"""The household text task: ALFWorld-like pick-and-place games made with TextWorld (issue #3).
+
+Games come from a fixed pool (`household_games`): the committed pool has 30 games (20 train,
+10 eval). Seeds pick games: a training seed s < EVAL_SEED_OFFSET plays train game s mod n_train;
+the evaluation seed eval_seed(i) plays eval game i mod n_eval. The two sets are disjoint.
+
+The first observation is the room's description followed by "Your task is to: <objective>", the
+way ALFWorld states its task. Rewards, admissibility and the expert follow `TextWorldEpisode`
+(10 * won on the winning turn; non-admissible actions are no-ops answered "Nothing happens.").
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+from .base import EVAL_SEED_OFFSET
+from .household_games import (COMMITTED_POOL_DIR, default_cache_dir, ensure_generated_pool,
+                              games_folder, read_manifest)
+from .textworld_episode import TextWorldEpisode, acquire_env, release_env
+
+POOLS = ("committed", "large")
+# The longest committed walkthrough has 4 commands; 15 turns leave room for ~3x that plus a few
+# look/examine turns (ALFWorld's 50 is for walkthroughs of 10-30 steps).
+DEFAULT_MAX_TURNS = 15
+TASK_PREFIX = "Your task is to: "
+
+INSTRUCTION = (
+    "You are an expert agent operating in a text-based household. Each turn you read what you "
+    "observe and choose exactly one of the admissible actions (for example 'go north', 'open "
+    "chest', 'take apple from table', 'put apple on shelf') to complete the task stated after "
+    "'Your task is to:'. Actions that are not admissible do nothing."
+)
+
+_STATUS_LINE = re.compile(r"\n?>[ \t]*-=[^\n]*=-[ \t]*-?\d+/\d+[ \t]*$")
+_END_OF_GAME = re.compile(r"\*\*\* The End \*\*\*.*|\*\*\* You lost! \*\*\*.*", re.DOTALL)
+_SCORE_NOTE = re.compile(r"Your score has just gone up by \w+ points?\.")
+
+
+def clean_household_text(text: str) -> str:
+    """Compact a textworld z-machine output: no banner, no status line, no end-of-game chatter.
+
+    The ASCII-art banner is the block of leading lines without a letter; the status line is
+    the trailing `>   -= Room =-score/moves`.
+    """
+    text = _STATUS_LINE.sub("", text.rstrip())
+    text = _SCORE_NOTE.sub("", _END_OF_GAME.sub("", text))
+    lines = text.split("\n")
+    while lines and not re.search(r"[A-Za-z]", lines[0]):
+        lines.pop(0)
+    text = "\n".join(line.rstrip() for line in lines)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def first_observation(feedback: str, objective: str) -> str:
+    """The intro minus the objective paragraph, then the objective in ALFWorld's wording."""
+    description = clean_household_text(feedback).replace(objective.strip(), "").strip()
+    return f"{description}\n\n{TASK_PREFIX}{objective.strip()}"
+
+
+def _start_env(game_path: str):
+    import textworld
+
+    infos = textworld.EnvInfos(admissible_commands=True, policy_commands=True, won=True, lost=True,
+                               objective=True, feedback=True)
+    with warnings.catch_warnings():
+        # jericho does not know textworld's games ("score, move, change detection disabled");
+        # textworld tracks score and state itself, so the warning says nothing useful here.
+        warnings.filterwarnings("ignore", message=".*is not fully supported.*")
+        return textworld.start(game_path, request_infos=infos)
+
+
+class HouseholdEnv:
+    name = "household"
+    instruction = INSTRUCTION
+
+    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, pool: str = "committed",
+                 cache_dir: Optional[str] = None, n_large: int = 200, large_first_seed: int = 1001,
+                 win_reward: float = 10.0):
+        if pool not in POOLS:
+            raise ValueError(f"unknown household pool {pool!r}; valid: {', '.join(POOLS)}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.max_turns = int(max_turns)
+        self.win_reward = float(win_reward)
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        if pool == "committed":
+            pool_dir = COMMITTED_POOL_DIR
+        else:
+            pool_dir = ensure_generated_pool(cache, n_games=n_large, first_seed=large_first_seed)
+        manifest = read_manifest(pool_dir)
+        self.games_dir = games_folder(pool_dir, manifest, cache)
+        self.games = {split: [g for g in manifest["games"] if g["split"] == split]
+                      for split in ("train", "eval")}
+        if not self.games["train"] or not self.games["eval"]:
+            raise ValueError(f"pool {pool_dir} needs train and eval games")
+        self.game: Optional[dict] = None
+        self._episode: Optional[TextWorldEpisode] = None
+        self._game_path: Optional[str] = None
+
+    def game_for_seed(self, seed: int) -> dict:
+        """Train seeds -> train game seed mod n_train; eval_seed(i) -> eval game i mod n_eval."""
+        seed = int(seed)
+        if seed < 0:
+            raise ValueError(f"seeds are >= 0, got {seed}")
+        if seed >= EVAL_SEED_OFFSET:
+            games = self.games["eval"]
+            return games[(seed - EVAL_SEED_OFFSET) % len(games)]
+        games = self.games["train"]
+        return games[seed % len(games)]
+
+    def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+        game = self.game_for_seed(seed)
+        path = str(self.games_dir / (game["name"] + ".z8"))
+        if path != self._game_path:
+            if self._episode is not None:
+                release_env(self._game_path, self._episode.tw_env)
+            self._episode = TextWorldEpisode(
+                acquire_env(path, _start_env), max_turns=self.max_turns, win_reward=self.win_reward,
+                clean_feedback=clean_household_text, plan_fn=lambda state: state["policy_commands"])
+            self._game_path = path
+        self.game = game
+        feedback, info = self._episode.reset(walkthrough=game["walkthrough"])
+        obs = first_observation(self._episode.state.feedback, self._episode.state["objective"])
+        info.update(game=game["name"], split=game["split"], task_type="pick_and_place")
+        return obs, info
+
+    def _require_episode(self) -> TextWorldEpisode:
+        if self._episode is None:
+            raise RuntimeError("call reset(seed) before stepping the household env")
+        return self._episode
+
+    def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        return self._require_episode().step(action)
+
+    def is_admissible(self, action: str) -> bool:
+        return self._require_episode().is_admissible(action)
+
+    def expert_action(self) -> Optional[str]:
+        return self._require_episode().expert_action()
+
+    def close(self) -> None:
+        """Give the textworld env back to the per-process cache."""
+        if self._episode is not None:
+            release_env(self._game_path, self._episode.tw_env)
+        self._episode, self._game_path = None, None

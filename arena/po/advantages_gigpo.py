@@ -1,0 +1,80 @@
+"""GiGPO advantage (methods.md §4.2, decisions.md §D): episode term + anchor-state step term.
+
+A_j = A^E_j + step_w * A^S_j, where A^E is GRPO on `score` and A^S normalises the discounted
+step return within the rows of one group that saw exactly the same raw observation.
+"""
+from __future__ import annotations
+
+import torch
+
+from arena.po.types import TurnBatch
+
+GIGPO_MODES = ("mean_norm", "mean_std_norm")
+
+
+def step_returns(batch: TurnBatch, *, gamma: float = 0.95) -> torch.Tensor:
+    """The GiGPO step return of every row (decisions §D).
+
+    G_k = sum_{l >= k} gamma^(l-k) * rho_l over the trajectory's turns in turn_idx order
+    (rho = turn_reward), minus this turn's own penalty, undiscounted:
+    G_k <- G_k - (episode_return_k - score_k)."""
+    rewards = batch.turn_reward.to(torch.float64)  # [N]
+    returns = torch.zeros_like(rewards)  # [N]
+    for rows in batch.trajectory_rows().values():
+        # backwards recursion: G_k = rho_k + gamma * G_{k+1}, G_K = 0
+        running = 0.0
+        for row in reversed(rows):
+            running = float(rewards[row]) + gamma * running
+            returns[row] = running
+    penalty = batch.episode_return.to(torch.float64) - batch.score.to(torch.float64)  # [N]
+    return returns - penalty  # [N]
+
+
+def anchor_groups(batch: TurnBatch) -> torch.Tensor:
+    """Step-group id of every row: rows of the same group_id with exactly equal `anchor_obs`
+    strings share an id (ids are 0, 1, ... in order of first appearance)."""
+    ids: dict[tuple[int, str], int] = {}
+    out = [ids.setdefault((g, obs), len(ids)) for g, obs in zip(batch.group_id.tolist(), batch.anchor_obs)]
+    return torch.tensor(out, dtype=torch.int64)  # [N]
+
+
+def step_advantage(returns: torch.Tensor, step_group: torch.Tensor, *, mode: str, eps: float = 1e-6) -> torch.Tensor:
+    """A^S_j per anchor-state group s (methods.md §4.2 step 4):
+
+    mean_norm:     A^S_j = G_j - mean_s(G)
+    mean_std_norm: A^S_j = (G_j - mean_s(G)) / (std_s(G) + eps), std unbiased
+    A singleton group takes mean = its own value and std = 1, so A^S = 0."""
+    adv = torch.zeros_like(returns)  # [N]
+    for s in torch.unique(step_group).tolist():
+        in_group = step_group == s  # [N] bool
+        values = returns[in_group]  # [n_s]
+        if values.numel() == 1:
+            continue  # G - G = 0
+        # G_j - mean_s(G), divided by (std_s(G) + eps) in mean_std_norm
+        centred = values - values.mean()  # [n_s]
+        adv[in_group] = centred / (values.std(correction=1) + eps) if mode == "mean_std_norm" else centred
+    return adv  # [N]
+
+
+def gigpo(
+    batch: TurnBatch,
+    *,
+    gamma: float = 0.95,
+    step_w: float = 1.0,
+    mode: str = "mean_std_norm",
+    group_stats: str = "pooled_turns",
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """GiGPO advantage per turn-sample.
+
+    A^E = grpo(score), divided by the std iff mode == "mean_std_norm";
+    A^S = step_advantage(step_returns(gamma), anchor_groups, mode);
+    A_j = A^E_j + step_w * A^S_j."""
+    from arena.po.advantages import check_choice, grpo  # at call time: avoids an import cycle
+
+    check_choice("mode", mode, GIGPO_MODES)
+    episode_adv = grpo(batch, group_stats=group_stats, norm_std=mode == "mean_std_norm", eps=eps)  # [N]
+    returns = step_returns(batch, gamma=gamma)  # [N]
+    step_adv = step_advantage(returns, anchor_groups(batch), mode=mode, eps=eps)  # [N]
+    # A_j = A^E_j + step_w * A^S_j
+    return (episode_adv.to(torch.float64) + step_w * step_adv).to(batch.score.dtype)  # [N]

@@ -1,0 +1,234 @@
+"""The composer: resolve `po.*` into one member per dimension, then build the objective.
+
+Resolution order (decisions.md §F), last wins:
+  1. the preset (`po.method`, METHODS);
+  2. the environment's `po_defaults`, scoped by member
+     (`po_defaults.clipping.gspo.eps_low`, `po_defaults.filtering.dynamic.filter_key`);
+     an entry under `po_defaults.methods.<method>` beats a member entry;
+  3. explicit `po.*` overrides (`aggregation`, `clipping`, `seq_mask_delta`, `filtering`,
+     `advantage`, `agg_norm`, and `hp.<name>`).
+Replacing a dimension's member drops the old member's hyperparameters; only the keys that
+remain are checked against the chosen functions' signatures. Unknown names raise ValueError
+listing the valid ones.
+
+The objective, per micro-batch (methods.md §6, decisions.md §A):
+  mask_pg = seq_mask(mask) if seq_mask_delta is set else mask
+  PG      = AGG[aggregation](CLIP[clipping](logp, old, A, mask_pg; hp), mask_pg; norm)
+  KL      = AGG[aggregation](k3(logp, ref), mask; norm)        (original mask, §5.0)
+  H       = AGG[aggregation](entropy, mask; norm)
+  total   = s * (PG + kl_coef * KL - entropy_coef * H)
+where s = 1 under `agg_norm=global` (norm = the mini-batch's counts, taken before the sequence
+mask, so micro-batch values add up to the mini-batch value) and s = 1/micro_batches under
+`agg_norm=per_microbatch` (the authors' mean of micro-batch means; norm is ignored).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import torch
+
+from .advantages import ADV
+from .aggregation import AGG, AggNorm
+from .clipping import CLIP, seq_mask
+from .filtering import FILTER
+from .kl import kl_k3
+from .methods import METHODS
+
+DIMENSIONS = {"aggregation": AGG, "clipping": CLIP, "filtering": FILTER, "advantage": ADV}
+AGG_NORMS = ("global", "per_microbatch")
+# Keyword arguments that the caller supplies at run time: not hyperparameters.
+RUNTIME_ARGS = frozenset({"norm", "eps"})
+PO_KEYS = ("method", "aggregation", "clipping", "seq_mask_delta", "filtering", "advantage", "agg_norm", "hp")
+
+
+def hyperparameters(fn: Callable) -> dict[str, Any]:
+    """A member function's hyperparameters: its defaulted parameters, minus RUNTIME_ARGS."""
+    return {
+        p.name: p.default
+        for p in inspect.signature(fn).parameters.values()
+        if p.default is not inspect.Parameter.empty and p.name not in RUNTIME_ARGS
+    }
+
+
+@dataclass(frozen=True)
+class ResolvedPO:
+    method: Optional[str]
+    group: Optional[str]
+    aggregation: str
+    clipping: str
+    seq_mask_delta: Optional[float]
+    filtering: str
+    advantage: str
+    agg_norm: str
+    hp: Mapping[str, Any] = field(default_factory=dict)  # only the keys explicitly set
+
+    def member_hp(self, dimension: str) -> dict[str, Any]:
+        """kwargs for the chosen member of `dimension` (explicit values only)."""
+        fn = DIMENSIONS[dimension][getattr(self, dimension)]
+        accepted = hyperparameters(fn)
+        return {k: v for k, v in self.hp.items() if k in accepted}
+
+    def effective_hp(self) -> dict[str, Any]:
+        """Every hyperparameter of the chosen members, with defaults filled in (for logging)."""
+        out: dict[str, Any] = {}
+        for dim, registry in DIMENSIONS.items():
+            out.update(hyperparameters(registry[getattr(self, dim)]))
+        out.update(self.hp)
+        return dict(sorted(out.items()))
+
+    def flat(self) -> dict[str, Any]:
+        """Flat `po.*` keys (W&B config, run-folder config)."""
+        out = {f"po.{k}": getattr(self, k) for k in PO_KEYS if k != "hp"}
+        out.update({f"po.hp.{k}": v for k, v in self.effective_hp().items()})
+        return out
+
+
+def _check_member(dimension: str, name: str) -> None:
+    registry = DIMENSIONS[dimension]
+    if name not in registry:
+        raise ValueError(f"unknown {dimension} {name!r}; valid: {', '.join(sorted(registry))}")
+
+
+def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mapping[str, Any]] = None) -> ResolvedPO:
+    """Resolve `po.*` (a preset plus overrides) against an environment's `po_defaults`."""
+    po = dict(po or {})
+    po_defaults = dict(po_defaults or {})
+    unknown = sorted(set(po) - set(PO_KEYS))
+    if unknown:
+        raise ValueError(f"unknown po key(s) {unknown}; valid: {', '.join(PO_KEYS)}")
+    method = po.get("method")
+    if method is not None and method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
+    preset = METHODS[method] if method is not None else METHODS["grpo"]
+    members = {dim: po.get(dim, getattr(preset, dim)) for dim in DIMENSIONS}
+    for dim, name in members.items():
+        _check_member(dim, name)
+    agg_norm = po.get("agg_norm", "global")
+    if agg_norm not in AGG_NORMS:
+        raise ValueError(f"unknown agg_norm {agg_norm!r}; valid: {', '.join(AGG_NORMS)}")
+
+    # 1. preset hp, only for the dimensions whose member the preset still owns
+    kept_dims = [dim for dim in DIMENSIONS if members[dim] == getattr(preset, dim)]
+    hp: dict[str, Any] = {}
+    for key, value in preset.hp.items():
+        if any(key in hyperparameters(DIMENSIONS[d][members[d]]) for d in kept_dims):
+            hp[key] = value
+    # 2. environment defaults: member-scoped, then method-scoped
+    unknown = sorted(set(po_defaults) - set(DIMENSIONS) - {"methods"})
+    if unknown:
+        raise ValueError(f"unknown po_defaults section(s) {unknown}; valid: {', '.join([*DIMENSIONS, 'methods'])}")
+    for dim in DIMENSIONS:
+        hp.update(dict((po_defaults.get(dim) or {}).get(members[dim]) or {}))
+    if method is not None:
+        hp.update(dict((po_defaults.get("methods") or {}).get(method) or {}))
+    # 3. explicit overrides
+    hp.update(dict(po.get("hp") or {}))
+
+    accepted = {k for d in DIMENSIONS for k in hyperparameters(DIMENSIONS[d][members[d]])}
+    bad = sorted(set(hp) - accepted)
+    if bad:
+        chosen = ", ".join(f"{d}={members[d]}" for d in DIMENSIONS)
+        raise ValueError(
+            f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}"
+        )
+    delta = po.get("seq_mask_delta", preset.seq_mask_delta)
+    if delta is not None:
+        delta = float(delta)
+        if not delta >= 0:
+            raise ValueError(f"seq_mask_delta must be >= 0 or null (off), got {delta}")
+    return ResolvedPO(
+        method=method,
+        group=preset.group if method is not None else None,
+        aggregation=members["aggregation"],
+        clipping=members["clipping"],
+        seq_mask_delta=delta,
+        filtering=members["filtering"],
+        advantage=members["advantage"],
+        agg_norm=agg_norm,
+        hp=dict(sorted(hp.items())),
+    )
+
+
+class Objective(NamedTuple):
+    total: torch.Tensor  # scalar, what backward() is called on
+    pg: torch.Tensor  # scalar policy-gradient term (what verl's policy loss returns)
+    kl: torch.Tensor  # scalar aggregated k3 to the reference (0 when no ref)
+    entropy: torch.Tensor  # scalar aggregated entropy (0 when not given)
+    metrics: dict  # actor/* metrics of this micro-batch (python floats)
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    denom = float(mask.sum())
+    return float((x * mask).sum()) / denom if denom > 0 else 0.0
+
+
+def policy_loss(
+    po: ResolvedPO,
+    logp: torch.Tensor,  # [B, T] current policy
+    old_logp: torch.Tensor,  # [B, T] behaviour (old) policy
+    adv: torch.Tensor,  # [B, T] advantage broadcast over tokens
+    mask: torch.Tensor,  # [B, T] response mask
+    *,
+    norm: Optional[AggNorm] = None,
+) -> tuple[torch.Tensor, dict]:
+    """The policy-gradient term alone (verl adds KL and entropy itself), plus its metrics."""
+    mask_pg = mask if po.seq_mask_delta is None else seq_mask(logp, old_logp, adv, mask, po.seq_mask_delta)  # [B, T]
+    loss_tok, clip_metrics = CLIP[po.clipping](logp, old_logp, adv, mask_pg, **po.member_hp("clipping"))  # [B, T]
+    agg_norm = norm if po.agg_norm == "global" else None
+    if po.agg_norm == "global" and agg_norm is None:
+        agg_norm = AggNorm.of(mask)  # the micro-batch is the whole mini-batch
+    pg = AGG[po.aggregation](loss_tok, mask_pg, norm=agg_norm)  # scalar
+    with torch.no_grad():
+        rows_before = mask.sum(-1) > 0  # [B]
+        rows_after = mask_pg.sum(-1) > 0  # [B]
+        metrics = {f"actor/{k}": float(v) for k, v in clip_metrics.items()}
+        metrics["actor/off_policy_kl"] = _masked_mean(old_logp - logp, mask)
+        metrics["actor/masked_seqs"] = float((rows_before & ~rows_after).sum())
+    return pg, metrics
+
+
+def objective(
+    po: ResolvedPO,
+    logp: torch.Tensor,  # [B, T]
+    old_logp: torch.Tensor,  # [B, T]
+    adv: torch.Tensor,  # [B, T]
+    mask: torch.Tensor,  # [B, T]
+    *,
+    ref_logp: Optional[torch.Tensor] = None,  # [B, T]
+    entropy: Optional[torch.Tensor] = None,  # [B, T] current-policy token entropy
+    kl_coef: float = 0.0,
+    entropy_coef: float = 0.0,
+    norm: Optional[AggNorm] = None,
+    micro_batches: int = 1,
+) -> Objective:
+    """PG + kl_coef*KL - entropy_coef*H for one micro-batch (module docstring)."""
+    _check_same_shape(logp=logp, old_logp=old_logp, adv=adv, mask=mask, ref_logp=ref_logp, entropy=entropy)
+    pg, metrics = policy_loss(po, logp, old_logp, adv, mask, norm=norm)
+    agg_norm = (norm or AggNorm.of(mask)) if po.agg_norm == "global" else None
+    aggregate = AGG[po.aggregation]
+    zero = logp.new_zeros(())
+    kl = aggregate(kl_k3(logp, ref_logp), mask, norm=agg_norm) if ref_logp is not None else zero  # scalar
+    ent = aggregate(entropy, mask, norm=agg_norm) if entropy is not None else zero  # scalar
+    scale = 1.0 / micro_batches if po.agg_norm == "per_microbatch" else 1.0
+    total = scale * (pg + kl_coef * kl - entropy_coef * ent)  # scalar
+    with torch.no_grad():
+        if ref_logp is not None:
+            metrics["actor/kl_ref"] = _masked_mean(kl_k3(logp, ref_logp), mask)
+        if entropy is not None:
+            metrics["actor/entropy"] = _masked_mean(entropy, mask)
+    return Objective(total, pg, kl, ent, metrics)
+
+
+def _check_same_shape(**tensors: Optional[torch.Tensor]) -> None:
+    shapes = {k: tuple(v.shape) for k, v in tensors.items() if v is not None}
+    if len(set(shapes.values())) > 1:
+        raise ValueError(f"all loss inputs must have the same [B, T] shape; got {shapes}")
+    if any(len(s) != 2 for s in shapes.values()):
+        raise ValueError(f"loss inputs must be 2-D [B, T]; got {shapes}")
+
+
+def compute_advantages(po: ResolvedPO, batch) -> torch.Tensor:
+    """One advantage per turn-sample [N] from the chosen advantage member."""
+    return ADV[po.advantage](batch, **po.member_hp("advantage"))

@@ -1,0 +1,46 @@
+"""Provenance for summary.json (decisions.md §F): git SHA and dirty flag (recorded by the
+driver at submit time and passed in ARENA_GIT_SHA / ARENA_GIT_DIRTY), package versions, host,
+SLURM job id."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("arena", "torch", "transformers", "verl", "numpy")
+
+
+def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
+    """(sha, dirty) of the repository holding this package, or (None, None) outside git."""
+    repo = repo or Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if sha.returncode != 0:
+            return None, None
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return sha.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+
+
+def provenance() -> dict:
+    if "ARENA_GIT_SHA" in os.environ:
+        sha, dirty = os.environ["ARENA_GIT_SHA"] or None, os.environ.get("ARENA_GIT_DIRTY") == "1"
+    else:
+        sha, dirty = git_state()
+    versions = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "versions": versions,
+        "host": platform.node(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+    }

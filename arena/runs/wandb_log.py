@@ -1,0 +1,58 @@
+"""W&B logging (decisions.md §F): offline by default, WANDB_MODE honoured, flat config keys,
+group = <name>/<arm>/<env>, id = cell_id (deterministic, so a resume continues the same run).
+The local metrics.jsonl stays the source of truth; W&B is a mirror."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
+
+
+def flat_config(cfg) -> dict[str, Any]:
+    """Flat dotted keys of the resolved config, with the resolved `po.*` in place of `po`."""
+    from arena.config import resolve_po
+
+    out: dict[str, Any] = {}
+
+    def walk(node, prefix: str) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                out[f"{prefix}{k}"] = v
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("po", None)
+    walk(plain, "")
+    out.update(resolve_po(cfg).flat())
+    return out
+
+
+def wandb_init_kwargs(cfg, cell: str, run_dir: Path, *, job_type: str = "train") -> dict[str, Any]:
+    name = cfg.name or "adhoc"
+    arm = cfg.arm or (cfg.po.method or "custom")
+    mode = cfg.wandb.mode or os.environ.get("WANDB_MODE") or "offline"
+    return {
+        "project": cfg.wandb.project,
+        "entity": cfg.wandb.entity,
+        "group": f"{name}/{arm}/{cfg.env.name}",
+        "name": f"{arm}-{cfg.env.name}-s{cfg.seed}",
+        "id": cell,
+        "resume": "allow",
+        "job_type": job_type,
+        "tags": [f"env:{cfg.env.name}", f"arm:{arm}", f"budget:{cfg.budget}", f"backend:{cfg.backend}"],
+        "config": flat_config(cfg),
+        "dir": str(run_dir),
+        "mode": mode,
+        "reinit": "finish_previous",
+    }
+
+
+def init_wandb(cfg, cell: str, run_dir: Path, *, job_type: str = "train") -> Optional[Any]:
+    if not cfg.wandb.enabled or os.environ.get("WANDB_MODE") == "disabled":
+        return None
+    import wandb
+
+    return wandb.init(**wandb_init_kwargs(cfg, cell, run_dir, job_type=job_type))

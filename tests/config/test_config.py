@@ -1,0 +1,46 @@
+import pytest
+
+from arena.config import BadConfig, cell_id, load_config, resolve_po
+
+
+def test_defaults_compose_and_env_po_defaults_apply():
+    cfg = load_config(["po.method=gspo"])
+    po = resolve_po(cfg)
+    assert cfg.env.name == "sokoban" and cfg.budget == "default"
+    assert (po.hp["eps_low"], po.hp["eps_high"]) == (3e-3, 4e-3)  # configs/env/sokoban.yaml
+
+
+def test_open_namespaces_take_new_keys():
+    cfg = load_config(["po.method=sapo", "po.hp.tau_neg=1.5", "env.kwargs.dim=6"])
+    assert resolve_po(cfg).hp["tau_neg"] == 1.5 and cfg.env.kwargs.dim == 6
+
+
+def test_seq_mask_delta_null_turns_the_preset_mask_off():
+    assert resolve_po(load_config(["po.method=cispo_sm"])).seq_mask_delta == 3e-3
+    assert resolve_po(load_config(["po.method=cispo_sm", "po.seq_mask_delta=null"])).seq_mask_delta is None
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("stepz=3", "valid keys: "),
+        ("env=nope", "valid: alfworld, household, sokoban, tir_math"),
+        ("budget=huge", "valid: default, learn, smoke"),
+        ("po.method=gpro", "valid: grpo, grpo_st"),
+        ("po.hp.tau=1", "unknown hyperparameter"),
+        ("steps=abc", "could not be converted"),
+        ("po.clipping=clip", "valid: cispo, gspo, ppo, sapo"),
+    ],
+)
+def test_bad_input_says_what_is_valid(override, fragment):
+    with pytest.raises(BadConfig, match=fragment):
+        load_config([override])
+
+
+def test_cell_id_ignores_bookkeeping_keys_only():
+    base = cell_id(load_config(["po.method=gspo"]))
+    assert cell_id(load_config(["po.method=gspo", "name=x", "out=/tmp/x", "results_dir=/r", "arm=a", "stability.theta=0.1", "search.enabled=true"])) == base
+    assert cell_id(load_config(["po.method=gspo", "seed=1"])) != base
+    assert cell_id(load_config(["po.method=gspo", "po.hp.eps_low=0.1"])) != base
+    # the same resolved objective reached two ways hashes the same hp
+    assert cell_id(load_config(["po.method=gspo", "po.hp.eps_low=0.003"])) == base

@@ -1,0 +1,34 @@
+import json
+
+from arena.runs import RunFolder
+
+
+def test_resume_keeps_rows_up_to_checkpoint_and_replaces_the_rest(tmp_path):
+    run = RunFolder(tmp_path / "cell").create()
+    for s in range(1, 8):
+        run.append_metrics({"step": s, "x": float(s)})
+    # killed after step 7 with the last checkpoint at step 5; a torn line was half-written
+    with open(run.metrics_file, "a") as fh:
+        fh.write('{"step": 8, "x"')
+    assert run.truncate_metrics_after(5) == 5
+    for s in range(6, 9):
+        run.append_metrics({"step": s, "x": 10.0 * s})
+    steps = [r["step"] for r in run.read_metrics()]
+    assert steps == list(range(1, 9))  # every step exactly once
+    assert [r["x"] for r in run.read_metrics()][4:6] == [5.0, 60.0]
+
+
+def test_summary_is_the_proof_of_completion_and_clears_error(tmp_path):
+    run = RunFolder(tmp_path / "cell").create()
+    assert not run.done and run.summary() is None
+    run.write_error("Traceback ...")
+    run.write_summary({"status": "done", "final_eval_success": 0.5})
+    assert run.done and run.summary()["status"] == "done" and not run.error_file.exists()
+    assert not list(run.path.glob(".*.tmp"))  # no temp files left behind
+
+
+def test_non_finite_metrics_stay_valid_json(tmp_path):
+    run = RunFolder(tmp_path / "cell").create()
+    run.append_metrics({"step": 1, "actor/pg_loss": float("nan")})
+    line = run.metrics_file.read_text().strip()
+    assert json.loads(line)["actor/pg_loss"] == "nan"

@@ -1,0 +1,49 @@
+"""decisions.md §E on synthetic curves, with hand-computed variances."""
+import pytest
+
+from arena.runs.stability import UNRESOLVED, collapse_reason, eval_steps, stability
+
+
+def test_eval_steps_cover_start_freq_and_final_window():
+    # T=20, test_freq=5: 0,5,10,15,20 plus every step >= ceil(16) = 16..20
+    assert eval_steps(20, 5) == [0, 5, 10, 15, 16, 17, 18, 19, 20]
+
+
+def test_flat_curve_is_stable():
+    pts = [(s, 0.40) for s in eval_steps(20, 5)]
+    out = stability(pts, 20, theta=0.0025, min_points=5, n_eval=256)
+    assert out["var_last20"] == 0.0 and out["stable"] is True and out["window_points"] == 5
+    # noise floor p(1-p)/n = 0.4*0.6/256 = 0.0009375
+    assert out["noise_floor"] == pytest.approx(0.0009375)
+
+
+def test_late_collapse_is_unstable():
+    # window 16..20 = [0.6, 0.6, 0.1, 0.1, 0.1]: mean 0.3, deviations (.3,.3,-.2,-.2,-.2)
+    # population variance = (0.09*2 + 0.04*3)/5 = 0.30/5 = 0.06 > 0.0025
+    curve = {16: 0.6, 17: 0.6, 18: 0.1, 19: 0.1, 20: 0.1}
+    pts = [(s, curve.get(s, 0.6)) for s in eval_steps(20, 5)]
+    out = stability(pts, 20, theta=0.0025, min_points=5, n_eval=256)
+    assert out["var_last20"] == pytest.approx(0.06) and out["stable"] is False
+
+
+def test_too_few_points_is_unresolved():
+    out = stability([(0, 0.5), (10, 0.5), (20, 0.5)], 20, theta=0.0025, min_points=5, n_eval=256)
+    assert out["window_points"] == 1 and out["stable"] == UNRESOLVED
+
+
+def test_theta_below_noise_floor_warns():
+    # p = 0.5, n = 16: floor = 0.25/16 = 0.015625 > theta 0.0025
+    out = stability([(s, 0.5) for s in range(16, 21)], 20, theta=0.0025, min_points=5, n_eval=16)
+    assert out["warning"] and "noise floor" in out["warning"]
+    assert stability([(s, 0.5) for s in range(16, 21)], 20, theta=0.02, min_points=5, n_eval=16)["warning"] is None
+
+
+def test_collapse_conditions():
+    ok = [{"step": i, "actor/grad_norm": 1.0, "rollout/format_valid_ratio": 0.9, "actor/pg_loss": 0.1} for i in range(1, 6)]
+    assert collapse_reason(ok, 10) is None
+    assert "non-finite loss" in collapse_reason(ok + [{"step": 6, "actor/pg_loss": "nan"}], 10)
+    assert "running median" in collapse_reason(ok + [{"step": 6, "actor/grad_norm": 10.5}], 10)
+    assert collapse_reason(ok + [{"step": 6, "actor/grad_norm": 9.9}], 10) is None
+    # format < 0.5 only counts after the first 10% of steps (step > 1 for T=10)
+    assert collapse_reason([{"step": 1, "rollout/format_valid_ratio": 0.1}], 10) is None
+    assert "format_valid_ratio" in collapse_reason([{"step": 2, "rollout/format_valid_ratio": 0.1}], 10)
