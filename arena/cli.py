@@ -105,7 +105,36 @@ def _bc(args: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def _report(args: Sequence[str]) -> int:
+    """`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]`."""
+    from arena.analysis.report import main as report_main
+
+    return report_main(list(args))
+
+
+def _verl_config(args: Sequence[str]) -> int:
+    """`arena verl-config key=value ...`: print the generated verl config."""
+    from arena.backends.verl.cli import verl_config_main
+
+    return verl_config_main(list(args))
+
+
+def _sweeps(verb: str) -> Callable[[Sequence[str]], int]:
+    def run(args: Sequence[str]) -> int:
+        from arena.sweeps import cli as sweep_cli
+
+        return getattr(sweep_cli, f"{verb}_main")(list(args))
+
+    run.__doc__ = f"`arena {verb} ...` (arena/sweeps/cli.py)"
+    return run
+
+
 VERBS: dict[str, Callable[[Sequence[str]], int]] = {
+    "sweep": _sweeps("sweep"),
+    "status": _sweeps("status"),
+    "search": _sweeps("search"),
+    "report": _report,
+    "verl-config": _verl_config,
     "methods": _methods,
     "envs": _envs,
     "train": _train,

@@ -6,7 +6,11 @@ the first turn, like the authors' no-history template), the current observation,
 actions when the environment lists them, and the required response format
 `<think>...</think><action>...</action>`.
 
-Two template kinds:
+Three template kinds:
+- "minimal": only what changes between turns (the shown history, the step count, the
+  observation, the goal line). The instruction, the action list and the format line are the
+  same on every turn of an environment, so they carry no information for a model trained from
+  scratch by BC on these prompts (the embedded CPU testbed, issue #8); they only cost compute.
 - "compact" (default): minimal text, because the embedded CPU backend trains a tiny model on
   these prompts and every token costs;
 - "full": worded like the authors' prompts (verl-agent style: "Prior to this step, you have
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
-TEMPLATE_KINDS = ("compact", "full")
+TEMPLATE_KINDS = ("minimal", "compact", "full")
 
 
 class EnvText(NamedTuple):
@@ -111,7 +115,7 @@ def render_prompt(
     if task and (task in obs or any(task in past_obs for past_obs, _ in shown)):
         task = ""
     instruction = instruction.strip() if instruction else ""
-    render = _compact if template == "compact" else _full
+    render = {"minimal": _minimal, "compact": _compact, "full": _full}[template]
     return render(text, instruction, task, obs, shown, first_number, step, admissible)
 
 
@@ -127,6 +131,16 @@ def _compact(text, instruction, task, obs, shown, first_number, step, admissible
     if admissible:
         lines.append("Actions: " + ", ".join(admissible))
     lines.append(COMPACT_FORMAT)
+    return "\n".join(lines)
+
+
+def _minimal(text, instruction, task, obs, shown, first_number, step, admissible) -> str:
+    lines = [f"Task: {task}"] if task else []
+    for number, (past_obs, past_action) in enumerate(shown, start=first_number):
+        lines.append(_labelled(f"Step {number}", past_obs) + f"\nAction {number}: {past_action}")
+    if step > 0:
+        lines.append(f"You have already taken {step} step(s).")
+    lines.append(_labelled(text.obs_label, obs))
     return "\n".join(lines)
 
 

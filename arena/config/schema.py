@@ -47,6 +47,9 @@ class ModelConfig:
     intermediate: Optional[int] = None
     max_positions: int = 1024
     tokenizer: str = "word"  # tokenizer kind (arena.backends.embedded.tokenizer)
+    # arena.agent.prompts template: "minimal" for a model trained from scratch (only what
+    # changes between turns), "full" for a pretrained LLM (the authors' wording)
+    prompt_template: str = "minimal"
     vocab_size: int = 1024
     init_seed: int = 0
 
@@ -72,6 +75,8 @@ class BCConfig:
 class StabilityConfig:
     theta: float = 0.0025  # decisions §E: variance threshold (sd 5 points)
     min_points: int = 5
+    stop_on_collapse: bool = True  # a collapsed run (decisions §E) stops early, marked collapsed
+    min_format_valid: float = 0.5  # collapse rule: format-valid ratio below this after 10% of steps
 
 
 @dataclass

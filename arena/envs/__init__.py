@@ -15,6 +15,7 @@ ENVS = {
     "tir_math": "arena.envs.tir_math:TirMathEnv",
     "household": "arena.envs.household:HouseholdEnv",
     "alfworld": "arena.envs.alfworld:AlfworldEnv",
+    "sanity": "arena.envs.sanity:SanityEnv",  # one-turn RL correctness check (issue #4)
 }
 
 

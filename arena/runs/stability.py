@@ -43,7 +43,7 @@ def stability(points: Sequence[tuple[int, float]], total_steps: int, *, theta: f
     return out
 
 
-def collapse_reason(history: Sequence[dict], total_steps: int) -> Optional[str]:
+def collapse_reason(history: Sequence[dict], total_steps: int, *, min_format_valid: float = 0.5) -> Optional[str]:
     """The first collapse condition met by the metrics rows so far, or None."""
     grad_norms: list[float] = []
     for row in history:
@@ -58,8 +58,8 @@ def collapse_reason(history: Sequence[dict], total_steps: int) -> Optional[str]:
                 return f"grad_norm {g:.3g} > 10x its running median {statistics.median(grad_norms):.3g} at step {row['step']}"
             grad_norms.append(float(g))
         fmt = row.get("rollout/format_valid_ratio")
-        if fmt is not None and row["step"] > 0.1 * total_steps and fmt < 0.5:
-            return f"format_valid_ratio {fmt:.2f} < 0.5 at step {row['step']}"
+        if fmt is not None and row["step"] > 0.1 * total_steps and fmt < min_format_valid:
+            return f"format_valid_ratio {fmt:.2f} < {min_format_valid:g} at step {row['step']}"
     return None
 
 

@@ -38,7 +38,7 @@ def test_multiline_observation_starts_on_its_own_line():
     assert "Step 1:\n#_#\n#P#\nAction 1: up" in text
 
 
-@pytest.mark.parametrize("template", TEMPLATE_KINDS)
+@pytest.mark.parametrize("template", [t for t in TEMPLATE_KINDS if t != "minimal"])
 @pytest.mark.parametrize("env_name", sorted(ENV_TEXT) + ["some_new_env"])
 def test_every_template_has_the_parts(env_name, template):
     first = render_prompt(env_name, "Do the task.", "OBS0", [], 0, ["a1", "a2"], template=template)
@@ -54,6 +54,18 @@ def test_every_template_has_the_parts(env_name, template):
     # history window of 2: room A (step 1) is gone, B and C are shown
     assert "room A" not in later and "room B" in later and "room C" in later
     assert "go east" in later and "look" in later and "go north" not in later
+
+
+def test_minimal_template_keeps_only_what_changes_between_turns():
+    # The constant parts (instruction, action list, format line) are dropped; the history
+    # window, the step phrase, the observation and the goal line stay.
+    first = render_prompt("sokoban", "Push.", "#P#", [], 0, ["up"], template="minimal")
+    assert first == "Board: #P#"
+    later = render_prompt("household", "Do the task.", "OBS3", HISTORY, 3, ["a1"], task="put a mug in sink", template="minimal")
+    assert "Do the task." not in later and "a1" not in later and "<think>" not in later
+    assert later.startswith("Task: put a mug in sink\n")
+    assert EMPG_STEP.search(later).group(1) == "3"
+    assert "room A" not in later and "room B" in later and "room C" in later and later.endswith("Observation: OBS3")
 
 
 def test_history_length_controls_window():

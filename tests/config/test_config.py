@@ -24,8 +24,8 @@ def test_seq_mask_delta_null_turns_the_preset_mask_off():
     "override, fragment",
     [
         ("stepz=3", "valid keys: "),
-        ("env=nope", "valid: alfworld, household, sokoban, tir_math"),
-        ("budget=huge", "valid: default, learn, smoke"),
+        ("env=nope", "valid: alfworld, household, sanity, sokoban, tir_math"),
+        ("budget=huge", "valid: default, learn, sanity, smoke"),
         ("po.method=gpro", "valid: grpo, grpo_st"),
         ("po.hp.tau=1", "unknown hyperparameter"),
         ("steps=abc", "could not be converted"),

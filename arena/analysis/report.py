@@ -1,0 +1,111 @@
+"""`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]` (issue #6).
+
+write_report reads the sweep's manifest (report cells only), builds the two frames, and writes
+`<results_dir>/sweeps/NAME/report/`: table.md, table.tex, table.csv, figures/*.png|pdf and, with
+wandb=True, wandb_dashboard.json (published only when WANDB_MODE=online). Mixed git SHAs among
+the finished runs are refused (ValueError listing them) unless allow_mixed=True.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from arena.runs.atomic import atomic_write_text
+
+from .frames import runs_frame, tidy_frame
+from .manifest import chosen_hp, load_manifest, sweep_dir
+from .table_data import build_table
+from .tables import render_csv, render_latex, render_markdown
+
+KEYS = ("name", "results_dir", "allow_mixed", "wandb")
+
+
+def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
+    """The distinct git SHAs of the finished runs; ValueError if more than one (unless allowed)."""
+    shas = sorted({s for s in runs["git_sha"] if isinstance(s, str) and s})
+    if len(shas) > 1 and not allow_mixed:
+        raise ValueError(f"runs come from mixed git SHAs: {', '.join(shas)}; rerun them at one commit or pass "
+                         "allow_mixed=true")
+    return shas
+
+
+def _table(results_dir: Path, name: str, *, allow_mixed: bool):
+    manifest = load_manifest(results_dir, name)
+    runs = runs_frame(results_dir, name)
+    if runs.empty:
+        raise ValueError(f"sweep {name!r}: the manifest has no cells with role 'report'")
+    check_git_shas(runs, allow_mixed=allow_mixed)
+    chosen = {(a, e): chosen_hp(results_dir, name, a, e) for a, e in runs[["arm", "env"]].drop_duplicates().itertuples(index=False)}
+    cells, arms = build_table(runs, manifest, chosen)
+    return manifest, runs, cells, arms
+
+
+def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False) -> str:
+    """The markdown table text (what table.md holds), for the sweep CLI to print."""
+    _, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed)
+    return render_markdown(cells, arms, name=name)
+
+
+def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = False, wandb: bool = False,
+                 figures: bool = True) -> Path:
+    """Write the report folder and return its path."""
+    from .figures import write_figures
+
+    results_dir = Path(results_dir).resolve()
+    manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed)
+    out = sweep_dir(results_dir, name) / "report"
+    markdown = render_markdown(cells, arms, name=name)
+    atomic_write_text(out / "table.md", markdown)
+    atomic_write_text(out / "table.tex", render_latex(cells, arms, name=name))
+    atomic_write_text(out / "table.csv", render_csv(cells, arms))
+    if figures:
+        write_figures(tidy_frame(results_dir, name, runs=runs), runs, out / "figures", arm_order=list(cells["arm"].unique()))
+    if wandb:
+        from .wandb_dashboard import dashboard_spec, save_dashboard
+
+        spec = dashboard_spec(manifest, table_markdown=markdown)
+        atomic_write_text(out / "wandb_dashboard.json", json.dumps(spec, indent=2, sort_keys=True) + "\n")
+        if os.environ.get("WANDB_MODE") == "online":
+            try:
+                print(f"[report] W&B dashboard: {save_dashboard(spec)}")
+            except (RuntimeError, OSError) as exc:
+                print(f"[report] W&B dashboard not saved: {exc}", file=sys.stderr)
+        else:
+            print(f"[report] W&B dashboard spec written to {out / 'wandb_dashboard.json'}; offline (set "
+                  "WANDB_MODE=online to publish it)", file=sys.stderr)
+    return out
+
+
+def _flag(value: str, key: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{key}={value!r}: expected true or false")
+
+
+def main(argv: Sequence[str]) -> int:
+    """`report name=NAME [results_dir=results] [allow_mixed=true] [wandb=true]`; exit 0, or 2 on bad input."""
+    opts = {}
+    try:
+        for arg in argv:
+            key, eq, value = arg.partition("=")
+            if not eq or key not in KEYS:
+                raise ValueError(f"bad argument {arg!r}; valid keys: {', '.join(KEYS)} (as key=value)")
+            opts[key] = value
+        if "name" not in opts:
+            raise ValueError(f"name=NAME is required; valid keys: {', '.join(KEYS)}")
+        out = write_report(opts.get("results_dir", "results"), opts["name"],
+                           allow_mixed=_flag(opts.get("allow_mixed", "false"), "allow_mixed"),
+                           wandb=_flag(opts.get("wandb", "false"), "wandb"))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print((out / "table.md").read_text())
+    print(f"[report] written to {out}")
+    return 0

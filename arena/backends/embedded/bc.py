@@ -1,0 +1,154 @@
+"""Behaviour cloning (`arena bc`, decisions.md §D): SFT on expert demonstrations, loss on the
+response tokens only, checkpoint at `<results_dir>/bc/<hash>/model` (atomic, keyed by env,
+model, tokenizer and bc.* only), with a report `bc.json` (format-valid rate and success on
+evaluation seeds).
+
+    L_SFT = - sum_{j,t} m_{j,t} log pi(y_{j,t} | x_j, y_{j,<t}) / sum_{j,t} m_{j,t}
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from arena.agent.prompts import render_prompt, task_from_obs
+from arena.config import to_plain
+from arena.envs import make
+from arena.runs import atomic_write_json
+
+from .evaluate import evaluate
+from .logprobs import token_logprobs_and_entropy
+from .model import build_model, load_model, save_checkpoint
+from .tokenizer import build_tokenizer
+
+THINK = "plan"  # the short think text of every demonstration
+
+
+def expert_response(action: str) -> str:
+    return f"<think>{THINK}</think><action>{action}</action>"
+
+
+def bc_hash(cfg) -> str:
+    key = {
+        "env": {"name": cfg.env.name, "kwargs": to_plain(cfg.env.kwargs), "history_length": cfg.env.history_length},
+        "model": to_plain(cfg.model),
+        "bc": to_plain(cfg.bc),
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def bc_dir(cfg) -> Path:
+    return Path(cfg.results_dir).resolve() / "bc" / bc_hash(cfg)
+
+
+def collect_demos(cfg, n_episodes: int, *, seed_offset: int = 0) -> tuple[list[tuple[str, str]], float]:
+    """(prompt, response) pairs from the expert on training seeds; only won episodes are kept
+    (the paper keeps high-scoring trajectories). Returns (pairs, expert success rate)."""
+    env = make(cfg.env.name, **to_plain(cfg.env.kwargs))
+    pairs, wins = [], 0
+    for i in range(n_episodes):
+        seed = seed_offset + i
+        obs, info = env.reset(seed)
+        episode, history = [], []
+        task = str(info.get("task") or task_from_obs(obs))  # as the rollout loop does
+        for turn in range(env.max_turns):
+            action = env.expert_action()
+            if action is None:
+                break
+            prompt = render_prompt(env.name, env.instruction, obs, history, turn, info.get("admissible_actions"),
+                                   task=task, history_length=cfg.env.history_length, template=cfg.model.prompt_template)
+            episode.append((prompt, expert_response(action)))
+            history.append((obs, action))
+            obs, _, done, info = env.step(action)
+            if done:
+                break
+        if info.get("won"):
+            wins += 1
+            pairs.extend(episode)
+    return pairs, wins / max(1, n_episodes)
+
+
+def _encode(tokenizer, pairs: list[tuple[str, str]]):
+    prompts = [torch.tensor(tokenizer.encode(p, add_special_tokens=False)) for p, _ in pairs]
+    responses = [torch.tensor(tokenizer.encode(r, add_special_tokens=False)) for _, r in pairs]
+    pad = tokenizer.pad_token_id
+    prompt_ids = pad_sequence(prompts, batch_first=True, padding_value=pad, padding_side="left")  # [N, P]
+    prompt_mask = pad_sequence([torch.ones_like(p) for p in prompts], batch_first=True, padding_side="left")  # [N, P]
+    response_ids = pad_sequence(responses, batch_first=True, padding_value=pad)  # [N, T]
+    response_mask = pad_sequence([torch.ones_like(r) for r in responses], batch_first=True).float()  # [N, T]
+    return prompt_ids, prompt_mask, response_ids, response_mask
+
+
+def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print) -> list[float]:
+    """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs."""
+    device = next(model.parameters()).device
+    p_ids, p_mask, r_ids, r_mask = (t.to(device) for t in _encode(tokenizer, pairs))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    rng = random.Random(seed)
+    losses = []
+    model.train()
+    for step in range(1, steps + 1):
+        rows = torch.tensor(rng.sample(range(len(pairs)), min(batch_size, len(pairs))), device=device)
+        logp, _ = token_logprobs_and_entropy(model, p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # [b, T]
+        loss = -(logp * r_mask[rows]).sum() / r_mask[rows].sum()  # scalar: response tokens only
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if step % max(1, steps // 10) == 0 or step == steps:
+            log(f"[bc] step {step}/{steps} loss={loss.item():.4f}")
+    model.eval()
+    return losses
+
+
+def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
+    """The BC model for this config, trained once and cached (a file lock serialises trainers)."""
+    out = bc_dir(cfg)
+    model_dir = out / "model"
+    if (out / "bc.json").exists():
+        return model_dir
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "bc.json").exists():
+            return model_dir
+        report = train_bc(cfg, model_dir, log=log)
+        atomic_write_json(out / "bc.json", report)
+    return model_dir
+
+
+def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
+    t0 = time.time()
+    pairs, expert_success = collect_demos(cfg, cfg.bc.demos)
+    if not pairs:
+        raise RuntimeError(f"the {cfg.env.name} expert won no episode out of {cfg.bc.demos}: no demonstrations")
+    log(f"[bc] {len(pairs)} turn demos from {cfg.bc.demos} expert episodes (expert success {expert_success:.3f})")
+    corpus = [p + r for p, r in pairs]
+    tokenizer = build_tokenizer(corpus, vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
+    m = cfg.model
+    model = build_model(len(tokenizer), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
+                        intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
+    losses = sft(model, tokenizer, pairs, steps=cfg.bc.steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size,
+                 seed=cfg.seed, log=log) if cfg.bc.steps > 0 else []
+    ev = evaluate(model, tokenizer, cfg, n=cfg.bc.eval_n)
+    save_checkpoint(model, tokenizer, model_dir)
+    report = {"demos": len(pairs), "expert_success": expert_success, "final_loss": losses[-1] if losses else None,
+              "eval_success": ev["success_rate"], "eval_format_valid": ev["format_valid_ratio"], "eval_n": ev["n"],
+              "seconds": time.time() - t0}
+    log(f"[bc] eval success={ev['success_rate']:.3f} format_valid={ev['format_valid_ratio']:.3f} on {ev['n']} held-out seeds")
+    return report
+
+
+def load_initial_model(cfg, log: Callable = print):
+    """(model, tokenizer): `model.path` if given, else the (cached) BC checkpoint."""
+    path = cfg.model.path or ensure_bc_checkpoint(cfg, log=log)
+    return load_model(path, device=cfg.device)

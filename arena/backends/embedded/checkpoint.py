@@ -1,0 +1,50 @@
+"""Training-state checkpoints: model, optimizer, RNG states and step, written atomically.
+
+`<ckpt>/state.pt` is replaced in one os.replace, so a kill mid-write leaves the previous
+checkpoint intact."""
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+STATE_FILE = "state.pt"
+
+
+def save_state(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> Path:
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    state = {
+        "step": int(step),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+    }
+    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".state.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, ckpt_dir / STATE_FILE)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return ckpt_dir / STATE_FILE
+
+
+def load_state(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Optional[int]:
+    """Restore the last checkpoint in place; its step, or None when there is none."""
+    path = Path(ckpt_dir) / STATE_FILE
+    if not path.exists():
+        return None
+    state = torch.load(path, map_location=next(model.parameters()).device, weights_only=False)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"]["torch"])
+    np.random.set_state(state["rng"]["numpy"])
+    random.setstate(state["rng"]["python"])
+    return int(state["step"])

@@ -1,0 +1,49 @@
+"""`arena train` for the embedded backend: config -> run folder -> BC init -> RL -> summary.
+
+A failure writes error.txt (with the traceback) into the run folder and exits 1; the run
+folder of a finished run (summary.json present) is not trained again."""
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+from arena.config import cell_id
+from arena.runs import RunFolder
+from arena.runs.wandb_log import init_wandb
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def run_dir(cfg) -> Path:
+    if cfg.out:
+        return Path(cfg.out).resolve()
+    return Path(cfg.results_dir).resolve() / "runs" / cell_id(cfg)
+
+
+def run_training(cfg, log=print) -> int:
+    import torch
+
+    from .bc import load_initial_model
+    from .trainer import train
+
+    if cfg.backend != "embedded":
+        raise NotImplementedError(f"backend={cfg.backend!r} is not available yet; valid here: embedded")
+    run = RunFolder(run_dir(cfg)).create()
+    if run.done:
+        log(f"[train] already done: {run.summary_file}")
+        return EXIT_OK
+    torch.manual_seed(cfg.seed)
+    wb = None
+    try:
+        model, tokenizer = load_initial_model(cfg, log=log)
+        wb = init_wandb(cfg, cell_id(cfg), run.path)
+        summary = train(cfg, run, model, tokenizer, wandb_run=wb, log=log)
+    except Exception:
+        run.write_error(traceback.format_exc())
+        log(f"[train] failed; traceback in {run.error_file}")
+        return EXIT_FAILED
+    finally:
+        if wb is not None:
+            wb.finish()
+    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}")
+    return EXIT_OK

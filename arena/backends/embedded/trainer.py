@@ -1,0 +1,190 @@
+"""The embedded RL loop (`arena train`, issue #4): rollouts -> filtering -> old/ref log-probs ->
+advantages -> PPO-style update, with evaluation (decisions.md §E), the run folder (§F),
+checkpoint/resume and W&B.
+
+Per step t (1..T):
+    seeds    = batch_envs training seeds drawn from rng(seed, t, try)   (deterministic: resumable)
+    batch    = collect_groups(rollout, filtering)                       (dynamic: resample tries)
+    old, H   = logp/entropy of the training model, no grad              (methods §1)
+    ref      = logp of the frozen initial (BC) model                    (when kl_coef > 0)
+    A        = ADV[advantage](batch)                                    [N]
+    update   = ppo_update(...)                                          (update.py)
+Eval at every step of `eval_steps(T, test_freq)`, step 0 included (the BC policy).
+"""
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from arena.agent.rollout import rollout
+from arena.config import cell_id, resolve_po, to_plain
+from arena.envs import EVAL_SEED_OFFSET, make
+from arena.po.compose import compute_advantages
+from arena.po.filtering import collect_groups
+from arena.runs import RunFolder, collapse_reason, stability
+from arena.runs.stability import eval_steps
+
+from .checkpoint import load_state, save_state
+from .evaluate import evaluate
+from .logprobs import token_logprobs_and_entropy
+from .sampler import make_policy
+from .update import ppo_update
+
+
+def step_seeds(seed: int, step: int, try_idx: int, count: int) -> list[int]:
+    """Training seeds of one rollout try: a pure function of (run seed, step, try)."""
+    rng = np.random.default_rng([seed, step, try_idx])
+    return [int(s) for s in rng.integers(0, EVAL_SEED_OFFSET, size=count)]
+
+
+@torch.no_grad()
+def fill_logprobs(model, ref_model, batch, micro_batch_size: int) -> None:
+    """old_logp and entropy from the training model; ref_logp from the reference (in place)."""
+    model.eval()
+    olds, ents, refs = [], [], []
+    for i in range(0, len(batch), micro_batch_size):
+        u = slice(i, i + micro_batch_size)
+        args = (batch.prompt_ids[u], batch.prompt_mask[u], batch.response_ids[u], batch.response_mask[u])
+        logp, ent = token_logprobs_and_entropy(model, *args)  # [n, T] x2
+        olds.append(logp)
+        ents.append(ent)
+        if ref_model is not None:
+            refs.append(token_logprobs_and_entropy(ref_model, *args)[0])  # [n, T]
+    batch.old_logp = torch.cat(olds)  # [N, T]
+    batch.entropy = torch.cat(ents)  # [N, T]
+    batch.ref_logp = torch.cat(refs) if refs else None
+
+
+def _to_device(batch, device: torch.device):
+    for name in ("prompt_ids", "prompt_mask", "response_ids", "response_mask", "sampler_logp"):
+        setattr(batch, name, getattr(batch, name).to(device))
+    batch.response_mask = batch.response_mask.float()
+    return batch
+
+
+def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, log=print) -> dict:
+    """Train `model` (already initialised, e.g. from BC) in place and write `run`'s folder.
+
+    Returns the summary dict (also written to summary.json, last)."""
+    po = resolve_po(cfg)
+    device = next(model.parameters()).device
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    run.create()
+    run.write_config(OmegaConf.to_yaml(cfg))
+    start_step = load_state(run.ckpt, model, optimizer)
+    if start_step is not None:
+        kept = run.truncate_metrics_after(start_step)
+        log(f"[train] resumed from step {start_step} ({kept} metric rows kept)")
+    first_step = 0 if start_step is None else start_step + 1
+    env_kwargs = to_plain(cfg.env.kwargs)
+    envs = [make(cfg.env.name, **env_kwargs) for _ in range(cfg.batch_envs * cfg.group_size)]
+    eval_at = set(eval_steps(cfg.steps, cfg.test_freq))
+    history = run.read_metrics()
+    points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
+    t_start = time.time()
+    filt_hp = po.member_hp("filtering")
+    status = "done"
+    for step in range(first_step, cfg.steps + 1):
+        row: dict = {"step": step}
+        t0 = time.perf_counter()
+        if step > 0:
+            policy = make_policy(model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
+                                 max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed * 1_000_003 + step)
+            model.eval()
+
+            def one_try(try_idx: int):
+                seeds = step_seeds(cfg.seed, step, try_idx, cfg.batch_envs)
+                b, s = rollout(envs, seeds, cfg.group_size, policy, penalty_coef=cfg.env.penalty_coef,
+                               history_length=cfg.env.history_length, pad_id=tokenizer.pad_token_id, template=cfg.model.prompt_template)
+                one_try.stats.append(s)
+                return b
+
+            one_try.stats = []
+            batch, fstats = collect_groups(one_try, po.filtering, needed_groups=cfg.batch_envs, step=step, **filt_hp)
+            t_roll = time.perf_counter()
+            batch = _to_device(batch, device)
+            fill_logprobs(model, ref_model, batch, cfg.micro_batch_size)
+            adv = compute_advantages(po, batch).to(device)  # [N]
+            t_lp = time.perf_counter()
+            row.update(ppo_update(
+                model, optimizer, po, batch, adv, token_logprobs_and_entropy,
+                num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
+                ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size,
+                kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
+            ))
+            t_upd = time.perf_counter()
+            stats = one_try.stats
+            row.update({
+                "train/success_rate": fstats["all_success_rate"],
+                "rollout/format_valid_ratio": float(batch.format_valid.float().mean()),
+                "rollout/action_valid_ratio": float(batch.action_valid.float().mean()),
+                "rollout/response_length": float(batch.response_mask.sum(-1).mean()),
+                "rollout/turn_samples": float(len(batch)),
+                "filter/kept_group_frac": fstats["kept_group_frac"],
+                "perf/rollout_seconds": t_roll - t0,
+                "perf/env_seconds": sum(s["env_seconds"] for s in stats),
+                "perf/logprob_seconds": t_lp - t_roll,
+                "perf/update_seconds": t_upd - t_lp,
+            })
+        if step in eval_at:
+            ev = evaluate(model, tokenizer, cfg)
+            row["eval/success_rate"] = ev["success_rate"]
+            row["eval/format_valid_ratio"] = ev["format_valid_ratio"]
+            points.append((step, ev["success_rate"]))
+        row["perf/step_seconds"] = time.perf_counter() - t0
+        run.append_metrics(row)
+        history.append(row)
+        if wandb_run is not None:
+            wandb_run.log(row, step=step)
+        log(_progress(step, cfg.steps, row, t_start))
+        if step > 0 and (step % cfg.save_freq == 0 or step == cfg.steps):
+            save_state(run.ckpt, model, optimizer, step)
+        reason = collapse_reason(history, cfg.steps, min_format_valid=cfg.stability.min_format_valid) if status == "done" else None
+        if reason is not None:
+            log(f"[train] collapsed: {reason}")
+            status = "collapsed"
+            if cfg.stability.stop_on_collapse:
+                break
+    return _summary(cfg, run, points, status, time.time() - t_start, history)
+
+
+def _progress(step: int, total: int, row: dict, t_start: float) -> str:
+    parts = [f"[train] step {step}/{total}"]
+    for key, label in (("train/success_rate", "train"), ("eval/success_rate", "eval"),
+                       ("actor/grad_norm", "gnorm"), ("rollout/format_valid_ratio", "fmt")):
+        if key in row:
+            parts.append(f"{label}={row[key]:.3f}")
+    elapsed = time.time() - t_start
+    if step > 0:
+        parts.append(f"eta={elapsed / step * (total - step):.0f}s")
+    return " ".join(parts)
+
+
+def _summary(cfg, run: RunFolder, points, status: str, wall: float, history) -> dict:
+    from arena.runs.provenance import provenance
+
+    stab = stability(points, cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points, n_eval=cfg.eval.n)
+    summary = {
+        "status": status,
+        "cell_id": cell_id(cfg),
+        "final_eval_success": points[-1][1] if points else None,
+        "initial_eval_success": points[0][1] if points else None,
+        "var_last20": stab["var_last20"],
+        "noise_floor": stab["noise_floor"],
+        "theta": stab["theta"],
+        "stable": False if status == "collapsed" else stab["stable"],
+        "stability_warning": stab["warning"],
+        "n_eval": cfg.eval.n,
+        "steps": max((r["step"] for r in history), default=0),
+        "wall_seconds": wall,
+        **provenance(),
+    }
+    run.write_summary(summary)
+    return summary

@@ -1,0 +1,102 @@
+"""One RL policy update on a per-turn batch: mini-batches x epochs, micro-batches with exact
+gradient accumulation (methods.md §5.0, §6; decisions.md §A).
+
+For each epoch e and each mini-batch b (sequential split, no shuffle, like the authors):
+    norm = counts of b's response mask (tokens, sequences), taken before the sequence mask
+    for each micro-batch u of b:
+        L_u = objective(po, logp_u, old_u, A_u, mask_u; ref, entropy, norm, micro_batches=|b|/|u|)
+        L_u.backward()            # sum_u L_u = L_b exactly under agg_norm=global
+    g = clip_grad_norm_(params, grad_clip)   (pre-clip norm is logged)
+    optimizer.step() unless g is non-finite (the step is skipped, like the authors)
+On-policy shortcut (methods §5.0): with one mini-batch and one epoch, old := stopgrad(logp),
+so the ratio is exactly 1.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import torch
+
+from arena.po.aggregation import AggNorm
+from arena.po.compose import ResolvedPO, objective
+from arena.po.types import TurnBatch
+
+# (model, prompt_ids, prompt_mask, response_ids, response_mask) -> (logp [n,T], entropy [n,T])
+LogProbFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+
+
+def mini_batch_slices(n_rows: int, *, num_mini_batches: int, mini_batch_size: Optional[int]) -> list[slice]:
+    """Sequential mini-batches: `mini_batch_size` rows each if given, else `num_mini_batches` near-equal parts."""
+    if mini_batch_size:
+        return [slice(i, min(i + mini_batch_size, n_rows)) for i in range(0, n_rows, mini_batch_size)]
+    k = max(1, min(num_mini_batches, n_rows))
+    bounds = [round(i * n_rows / k) for i in range(k + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def ppo_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    po: ResolvedPO,
+    batch: TurnBatch,
+    adv: torch.Tensor,  # [N] one advantage per turn-sample
+    logprob_fn: LogProbFn,
+    *,
+    num_mini_batches: int = 1,
+    mini_batch_size: Optional[int] = None,
+    ppo_epochs: int = 1,
+    micro_batch_size: int = 256,
+    kl_coef: float = 0.0,
+    entropy_coef: float = 0.0,
+    grad_clip: float = 1.0,
+) -> dict[str, float]:
+    """Run the update in place; return actor/* metrics averaged over optimizer steps."""
+    slices = mini_batch_slices(len(batch), num_mini_batches=num_mini_batches, mini_batch_size=mini_batch_size)
+    on_policy = len(slices) == 1 and ppo_epochs == 1
+    params = [p for p in model.parameters() if p.requires_grad]
+    sums: dict[str, float] = {}
+    steps = skipped = 0
+    model.train()
+    for _ in range(ppo_epochs):
+        for mb in slices:
+            mask_mb = batch.response_mask[mb]  # [n_b, T]
+            norm = AggNorm.of(mask_mb)
+            tokens_mb = float(mask_mb.sum())
+            micro = [slice(i, min(i + micro_batch_size, mb.stop)) for i in range(mb.start, mb.stop, micro_batch_size)]
+            optimizer.zero_grad(set_to_none=True)
+            mb_metrics: dict[str, float] = {}
+            for u in micro:
+                mask = batch.response_mask[u]  # [n_u, T]
+                logp, ent = logprob_fn(model, batch.prompt_ids[u], batch.prompt_mask[u], batch.response_ids[u], mask)  # [n_u, T] x2
+                old = logp.detach() if on_policy else batch.old_logp[u]  # [n_u, T]
+                adv_tok = adv[u].to(logp.dtype).unsqueeze(-1) * mask  # [n_u, T]
+                out = objective(
+                    po, logp, old, adv_tok, mask,
+                    ref_logp=batch.ref_logp[u] if batch.ref_logp is not None else None,
+                    entropy=ent, kl_coef=kl_coef, entropy_coef=entropy_coef,
+                    norm=norm, micro_batches=len(micro),
+                )
+                out.total.backward()
+                # token-weighted average of the micro-batch means -> the mini-batch's masked mean
+                w = float(mask.sum()) / tokens_mb if tokens_mb > 0 else 0.0
+                for k, v in out.metrics.items():
+                    if k == "actor/masked_seqs":
+                        mb_metrics[k] = mb_metrics.get(k, 0.0) + v
+                    else:
+                        mb_metrics[k] = mb_metrics.get(k, 0.0) + w * v
+                scale = 1.0 / len(micro) if po.agg_norm == "per_microbatch" else 1.0
+                mb_metrics["actor/pg_loss"] = mb_metrics.get("actor/pg_loss", 0.0) + scale * float(out.pg.detach())
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
+            if math.isfinite(grad_norm):
+                optimizer.step()
+            else:
+                skipped += 1
+            mb_metrics["actor/grad_norm"] = grad_norm
+            steps += 1
+            for k, v in mb_metrics.items():
+                sums[k] = sums.get(k, 0.0) + v
+    metrics = {k: v / steps for k, v in sums.items()}
+    metrics["actor/updates_per_step"] = float(steps)
+    metrics["actor/skipped_updates"] = float(skipped)
+    return metrics

@@ -1,0 +1,110 @@
+"""arena's advantages in verl's estimator registry: `arena_grpo`, `arena_gigpo`, `arena_empg`.
+
+verl's `ray_trainer.compute_advantage` hands a registered estimator only
+`token_level_rewards`, `response_mask`, `config` and `index` (uid). GiGPO and EMPG need the
+per-turn fields (decisions.md §F): trajectory ids, turn indices, anchor observations, turn
+rewards, scores, old-policy entropy. So each estimator takes two extra keyword arguments,
+`non_tensor_batch` and `batch` (verl already passes exactly those two for its own GDPO), and
+`compute_arena_advantage(data, name, **hp)` is the trainer-subclass step that calls it with
+them. Called the plain verl way (without them), an estimator raises a ValueError naming the
+missing fields.
+
+Each estimator: TurnBatch <- (non_tensor_batch, batch); A [N] = ADV[name](batch, **hp);
+advantages = returns = A_j * m_jt  [N, T] (arena's `broadcast`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+from verl.protocol import DataProto
+from verl.trainer.ppo import core_algos
+
+from arena.po.advantages import ADV, broadcast
+
+from .dataproto import from_dataproto, missing_fields
+
+PREFIX = "arena_"
+# the fields each of our advantages reads (TurnBatch names; tensors are looked up by verl key)
+REQUIRED = {
+    "grpo": ("group_id", "traj_id", "score"),
+    "gigpo": ("group_id", "traj_id", "turn_idx", "turn_reward", "episode_return", "score", "anchor_obs"),
+    "empg": ("group_id", "traj_id", "turn_idx", "score", "entropy"),
+}
+
+
+def _make_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    def estimator(
+        token_level_rewards: torch.Tensor,  # [N, T] (unused: arena reads `score`)
+        response_mask: torch.Tensor,  # [N, T]
+        config: Any = None,
+        index: Any = None,
+        non_tensor_batch: Optional[dict] = None,
+        batch: Any = None,
+        **hp: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if non_tensor_batch is None:
+            raise ValueError(
+                f"{PREFIX}{name} needs the per-turn fields {list(REQUIRED[name])} in non_tensor_batch/batch; "
+                f"verl's compute_advantage does not pass them: call "
+                f"arena.backends.verl.advantages.compute_arena_advantage from the trainer"
+            )
+        tensors = {k: batch[k] for k in batch.keys()} if batch is not None else {}
+        tensors["response_mask"] = response_mask
+        data = DataProto.from_dict(tensors=tensors, non_tensors=dict(non_tensor_batch))
+        absent = missing_fields(data, REQUIRED[name])
+        if absent:
+            raise ValueError(f"{PREFIX}{name}: missing field(s) {absent}; required: {list(REQUIRED[name])}")
+        turns = from_dataproto(data, fill_missing=True)
+        adv = ADV[name](turns, **hp)  # [N]
+        # A_jt = A_j m_jt
+        adv_tok = broadcast(adv, response_mask).to(torch.float32)  # [N, T]
+        return adv_tok, adv_tok.clone()
+
+    estimator.__name__ = f"{PREFIX}{name}"
+    estimator.__qualname__ = estimator.__name__
+    return estimator
+
+
+ESTIMATORS = {f"{PREFIX}{name}": _make_estimator(name) for name in ADV}
+
+
+def register() -> None:
+    """Put the estimators in verl's registry (idempotent; a different function under one of
+    our names raises, as verl's `register_adv_est` does)."""
+    for full_name, fn in ESTIMATORS.items():
+        current = core_algos.ADV_ESTIMATOR_REGISTRY.get(full_name)
+        if current is not None and current is not fn:
+            raise ValueError(
+                f"advantage estimator {full_name!r} is already registered in verl by {current!r}; "
+                f"registered: {sorted(core_algos.ADV_ESTIMATOR_REGISTRY)}"
+            )
+        core_algos.register_adv_est(full_name)(fn)
+
+
+def compute_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> DataProto:
+    """The trainer-subclass step: run a registered arena estimator with the per-turn fields and
+    store `advantages` and `returns` [N, T] in data.batch (in place; returns `data`)."""
+    if adv_estimator not in ESTIMATORS:
+        raise ValueError(f"unknown arena advantage estimator {adv_estimator!r}; valid: {', '.join(ESTIMATORS)}")
+    fn = core_algos.get_adv_estimator_fn(adv_estimator)
+    if data.batch is None or "response_mask" not in data.batch.keys():
+        raise ValueError(f"{adv_estimator}: missing field(s) ['response_mask'] in data.batch")
+    scores = data.batch["token_level_rewards"] if "token_level_rewards" in data.batch.keys() else None
+    extra = {k: data.batch[k] for k in data.batch.keys() if k not in ("response_mask",)}
+    advantages, returns = fn(
+        token_level_rewards=scores if scores is not None else torch.zeros_like(data.batch["response_mask"], dtype=torch.float32),
+        response_mask=data.batch["response_mask"],
+        index=data.non_tensor_batch.get("uid"),
+        non_tensor_batch=data.non_tensor_batch,
+        batch=extra,
+        **hp,
+    )
+    data.batch["advantages"] = advantages  # [N, T]
+    data.batch["returns"] = returns  # [N, T]
+    return data
+
+
+register()
+
+__all__ = ["ESTIMATORS", "REQUIRED", "compute_arena_advantage", "register"]

@@ -1,0 +1,119 @@
+"""The run folder of a verl run (decisions.md §F): same files and metric keys as the embedded
+backend, so sweeps and reports treat both backends alike.
+
+`VerlRunWriter` is fed verl's per-step metrics dict (what `RayPPOTrainer.fit` hands its
+`Tracking` logger: `actor/pg_loss`, `actor/ppo_kl`, `critic/score/mean`, `timing_s/step`, ...,
+plus the `actor/*` keys our registered loss returns and the `rollout/*`, `train/*`, `filter/*`
+keys our agent loop / trainer subclass add). `to_arena_metrics` maps verl's names onto ours:
+
+    actor/kl_loss            -> actor/kl_ref          (k3 to the reference, verl's agg_loss)
+    actor/ppo_kl             -> actor/off_policy_kl   (masked mean of old_logp - logp)
+    actor/grad_norm          -> actor/grad_norm       (verl logs the norm before clipping)
+    actor/entropy            -> actor/entropy
+    response_length/mean     -> rollout/response_length
+    timing_s/step            -> perf/step_seconds
+    val-core/<src>/<m>/mean@<k> (acc or reward) -> eval/success_rate, when eval/* is absent
+An arena key already present wins over a mapped verl key. verl's own keys are kept too
+(e.g. `actor/pg_loss`, which the collapse check reads). `actor/updates_per_step` =
+ppo_epochs * mini-batches per step, given by the caller (verl does not log it).
+
+Resume: `start(resume_step)` keeps rows up to the checkpoint's step and drops later ones;
+`metrics.jsonl` is never truncated as a whole. `finish()` writes summary.json last, atomically.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Any, Mapping, Optional
+
+from arena.runs.folder import RunFolder
+from arena.runs.provenance import provenance
+from arena.runs.stability import collapse_reason, stability
+
+RENAMES = {
+    "actor/kl_loss": "actor/kl_ref",
+    "actor/ppo_kl": "actor/off_policy_kl",
+    "actor/grad_norm": "actor/grad_norm",
+    "actor/entropy": "actor/entropy",
+    "response_length/mean": "rollout/response_length",
+    "timing_s/step": "perf/step_seconds",
+}
+VAL_SUCCESS = re.compile(r"^val-core/[^/]+/(acc|reward)/mean@\d+$")
+
+
+def _number(v: Any) -> Any:
+    """A metric value as a Python number (verl hands numpy scalars, 0-dim tensors, lists)."""
+    if hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
+        return v.item()
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) for x in v):
+        return sum(v) / len(v)  # per-micro-batch lists: their mean
+    return v
+
+
+def to_arena_metrics(verl_metrics: Mapping[str, Any], *, updates_per_step: Optional[int] = None) -> dict[str, Any]:
+    """verl's step metrics -> a row with our §F keys (module docstring), verl's keys kept."""
+    row = {k: _number(v) for k, v in verl_metrics.items()}
+    for verl_key, ours in RENAMES.items():
+        if verl_key in row and ours not in verl_metrics:
+            row[ours] = row[verl_key]
+    if "eval/success_rate" not in row:
+        val = sorted(k for k in row if VAL_SUCCESS.match(k))
+        if val:
+            row["eval/success_rate"] = row[val[0]]
+    if updates_per_step is not None:
+        row["actor/updates_per_step"] = updates_per_step
+    return {k: v for k, v in row.items() if isinstance(v, (int, float, bool, str)) or v is None}
+
+
+class VerlRunWriter:
+    def __init__(self, folder: RunFolder, *, total_steps: int, theta: float, min_points: int, n_eval: int,
+                 updates_per_step: Optional[int] = None, cell_id: Optional[str] = None):
+        self.folder = folder
+        self.total_steps = total_steps
+        self.theta, self.min_points, self.n_eval = theta, min_points, n_eval
+        self.updates_per_step = updates_per_step
+        self.cell_id = cell_id
+        self.t_start = time.time()
+
+    def start(self, config_yaml: str, *, resume_step: Optional[int] = None) -> None:
+        """Create the folder, write config.yaml; on resume keep the rows up to `resume_step`."""
+        self.folder.create()
+        self.folder.write_config(config_yaml)
+        if resume_step is not None and self.folder.metrics_file.exists():
+            self.folder.truncate_metrics_after(resume_step)
+
+    def log(self, verl_metrics: Mapping[str, Any], step: int) -> dict[str, Any]:
+        """Append one row (mapped keys, with `step`) to metrics.jsonl; returns it."""
+        row = to_arena_metrics(verl_metrics, updates_per_step=self.updates_per_step)
+        row["step"] = int(step)
+        self.folder.append_metrics(row)
+        return row
+
+    def finish(self) -> dict[str, Any]:
+        """summary.json from metrics.jsonl (stability over eval points, collapse), written last."""
+        history = self.folder.read_metrics()
+        points = [(r["step"], float(r["eval/success_rate"])) for r in history
+                  if isinstance(r.get("eval/success_rate"), (int, float)) and math.isfinite(r["eval/success_rate"])]
+        reason = collapse_reason(history, self.total_steps)
+        status = "collapsed" if reason else "done"
+        stab = stability(points, self.total_steps, theta=self.theta, min_points=self.min_points, n_eval=self.n_eval)
+        summary = {
+            "status": status,
+            "collapse_reason": reason,
+            "cell_id": self.cell_id,
+            "backend": "verl",
+            "final_eval_success": points[-1][1] if points else None,
+            "initial_eval_success": points[0][1] if points else None,
+            "var_last20": stab["var_last20"],
+            "noise_floor": stab["noise_floor"],
+            "theta": stab["theta"],
+            "stable": False if status == "collapsed" else stab["stable"],
+            "stability_warning": stab["warning"],
+            "n_eval": self.n_eval,
+            "steps": max((r["step"] for r in history), default=0),
+            "wall_seconds": time.time() - self.t_start,
+            **provenance(),
+        }
+        self.folder.write_summary(summary)
+        return summary

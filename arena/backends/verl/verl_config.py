@@ -1,0 +1,151 @@
+"""Generate verl's trainer config from an arena run config (issue #7 §5).
+
+verl's own `ppo_trainer.yaml` is composed once with Hydra (from verl's package), frozen with
+OmegaConf struct mode, and our values are written into it, so an unknown key raises. The
+result is validated by verl's own dataclasses (`omega_conf_to_dataclass` on the actor, the
+rollout and the algorithm sections: `FSDPActorConfig`, `RolloutConfig`, `AlgoConfig`).
+
+Batch sizes are in turn-samples (one actor row per LLM call). verl counts its mini-batch in
+prompts and multiplies it by `rollout.n`, so
+    verl ppo_mini_batch_size = ceil(turn_samples_per_mini_batch / group_size)
+with turn_samples_per_mini_batch = `ppo_mini_batch_size` if set, else
+batch_envs * group_size / ppo_num_mini_batches (one turn per trajectory as the floor; the
+per-turn fan-out gives more rows, which verl splits into the same number of mini-batches).
+`ppo_micro_batch_size_per_gpu` = `micro_batch_size`.
+
+Extra `verl.<dotted.path>=value` overrides go straight into verl's config; a path that is
+not in verl's schema raises a ValueError listing the valid keys at that level.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import os
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from arena.po.aggregation import VERL_AGG_MODE
+
+POLICY_LOSS_TARGET = "arena.backends.verl.policy_loss.ArenaPolicyLossConfig"
+CLIP_HP = ("eps_low", "eps_high", "clip_c", "tau_pos", "tau_neg")
+AGENT_LOOP_NAME = "arena_agent"
+
+
+@functools.lru_cache(maxsize=1)
+def _base() -> DictConfig:
+    """verl's composed ppo_trainer.yaml (Hydra, verl's config dir), struct mode on."""
+    import verl
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            cfg = compose("ppo_trainer")
+    finally:
+        GlobalHydra.instance().clear()
+    OmegaConf.set_struct(cfg, True)
+    return cfg
+
+
+def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, Any]:
+    """Our run config -> {verl dotted key: value} (module docstring)."""
+    from arena.config.load import resolve_po
+
+    po = resolve_po(cfg)
+    turn_samples = cfg.ppo_mini_batch_size or max(1, cfg.batch_envs * cfg.group_size // cfg.ppo_num_mini_batches)
+    # verl ppo_mini_batch_size = ceil(turn samples / group_size): verl multiplies by rollout.n
+    mini = max(1, math.ceil(turn_samples / cfg.group_size))
+    run_name = f"{cfg.name or 'train'}/{cfg.arm or po.method or 'custom'}/{cfg.env.name}"
+    out_dir = cfg.out or os.path.join(cfg.results_dir, "runs", "verl")
+    actor = "actor_rollout_ref.actor."
+    rollout = "actor_rollout_ref.rollout."
+    return {
+        "actor_rollout_ref.model.path": cfg.model.path or os.path.join(cfg.results_dir, "bc", "latest"),
+        "data.train_batch_size": cfg.batch_envs,
+        "data.max_response_length": cfg.env.max_new_tokens,
+        "data.seed": cfg.seed,
+        rollout + "name": rollout_engine,
+        rollout + "mode": "async",
+        rollout + "n": cfg.group_size,
+        rollout + "temperature": cfg.temperature,
+        rollout + "top_p": cfg.top_p,
+        rollout + "response_length": cfg.env.max_new_tokens,
+        rollout + "agent.default_agent_loop": AGENT_LOOP_NAME,
+        rollout + "val_kwargs.temperature": cfg.eval.temperature,
+        rollout + "val_kwargs.do_sample": cfg.eval.temperature > 0,
+        actor + "ppo_mini_batch_size": mini,
+        actor + "ppo_micro_batch_size_per_gpu": cfg.micro_batch_size,
+        actor + "ppo_epochs": cfg.ppo_epochs,
+        actor + "optim.lr": cfg.lr,
+        actor + "grad_clip": cfg.grad_clip,
+        actor + "use_kl_loss": cfg.kl_coef > 0,
+        actor + "kl_loss_coef": cfg.kl_coef,
+        actor + "kl_loss_type": "low_var_kl",
+        actor + "entropy_coeff": cfg.entropy_coef,
+        actor + "calculate_entropy": True,
+        actor + "loss_agg_mode": VERL_AGG_MODE[po.aggregation],
+        actor + "policy_loss": {
+            "_target_": POLICY_LOSS_TARGET, "loss_mode": "arena", "clipping": po.clipping,
+            "aggregation": po.aggregation, "seq_mask_delta": po.seq_mask_delta, "agg_norm": po.agg_norm,
+            **{k: v for k, v in po.hp.items() if k in CLIP_HP},
+        },
+        "algorithm.adv_estimator": f"arena_{po.advantage}",
+        "algorithm.use_kl_in_reward": False,
+        "trainer.logger": ["console", "wandb"],
+        "trainer.project_name": cfg.wandb.project,
+        "trainer.experiment_name": run_name,
+        "trainer.total_training_steps": cfg.steps,
+        "trainer.save_freq": cfg.save_freq,
+        "trainer.test_freq": cfg.test_freq,
+        "trainer.val_before_train": True,
+        "trainer.resume_mode": "auto",
+        "trainer.default_local_dir": os.path.join(out_dir, "ckpt"),
+    }
+
+
+def _set(cfg: DictConfig, key: str, value: Any) -> None:
+    """Write `value` at dotted `key`; ValueError listing the valid keys if the path is unknown."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(node, DictConfig) or leaf not in list(node.keys()):  # `in` is False for ??? values
+        where = node if isinstance(node, DictConfig) else cfg
+        raise ValueError(f"unknown verl config key {key!r}; valid keys under {parent or '<root>'!r}: "
+                         f"{', '.join(sorted(str(k) for k in where.keys()))}")
+    if key.endswith("actor.policy_loss"):
+        with open_dict(node):  # our subclass adds fields to verl's PolicyLossConfig section
+            node[leaf] = OmegaConf.merge(node[leaf], value)
+    else:
+        node[leaf] = value
+
+
+def build_verl_config(cfg: DictConfig, extra: Mapping[str, Any] = ()) -> DictConfig:
+    """The verl config of an arena run config, plus `verl.*` overrides (without the prefix)."""
+    out = copy.deepcopy(_base())
+    for key, value in {**arena_values(cfg), **dict(extra)}.items():
+        _set(out, key, value)
+    validate(out)
+    return out
+
+
+def validate(verl_cfg: DictConfig) -> dict[str, Any]:
+    """Instantiate verl's dataclasses for the sections we write (raises on a bad value)."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from . import policy_loss  # noqa: F401  (registers "arena"; the _target_ lives there)
+
+    sections = {"actor": verl_cfg.actor_rollout_ref.actor, "rollout": verl_cfg.actor_rollout_ref.rollout,
+                "algorithm": verl_cfg.algorithm}
+    out = {}
+    for name, node in sections.items():
+        try:
+            out[name] = omega_conf_to_dataclass(node)
+        except ValueError:
+            raise
+        except Exception as exc:  # omegaconf errors, verl's asserts in __post_init__
+            detail = " ".join(line.strip() for line in str(exc).splitlines() if "full_key" not in line)
+            raise ValueError(f"verl rejected the {name} config: {detail}") from exc
+    return out

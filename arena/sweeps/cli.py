@@ -1,0 +1,89 @@
+"""Entry points for `arena sweep`, `arena status` and `arena search` (wired in arena/cli.py).
+
+Exit codes (decisions.md §F): 0 success; 2 bad input, with the valid choices listed, and
+nothing launched; 1 when one or more cells failed.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Optional
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _bad(verb: str, exc: Exception) -> int:
+    print(f"arena {verb}: {exc}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
+    from .status import print_summary
+
+    failed = sorted(cid for cid, state in outcome.items() if state != "done")
+    print_summary(plan.sweep_dir.parent.parent, plan.name, log=log)
+    if failed:
+        log(f"[sweep] {len(failed)} cell(s) not done: " + ", ".join(
+            f"{cid} ({outcome[cid]}; see {plan.sweep_dir / 'cells' / cid / 'error.txt'})" for cid in failed))
+        return EXIT_FAILED
+    log(f"[sweep] all {len(outcome)} cells done: {plan.sweep_dir}")
+    return EXIT_OK
+
+
+def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: Optional[Callable] = None,
+               log: Callable = print, arms: Optional[list] = None) -> int:
+    """`arena sweep dimension=NAME [env=...] [seeds=...] [launcher=...] [fail_fast=true] key=value...`"""
+    from .sweep import build_plan, execute
+
+    try:
+        plan, options = build_plan(list(args), arms=arms)
+    except ValueError as exc:
+        return _bad("sweep", exc)
+    log(f"[sweep] {plan.name}: {len(plan.cells)} cells ({len(plan.arms)} arms x {len(plan.envs)} envs x "
+        f"{len(plan.seeds)} seeds) -> {plan.sweep_dir}")
+    outcome = execute(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
+    return _finish(plan, outcome, log)
+
+
+def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: Optional[Callable] = None,
+                log: Callable = print) -> int:
+    """`arena search method=NAME [env=...] [search.mode=first|best|tpe] [search.seeds=[...]] key=value...`:
+    a one-arm sweep named `search-<method>-<budget>` with the stability search on."""
+    from arena.po.methods import METHODS
+
+    rest, method = [], None
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key == "method":
+            method = value
+        else:
+            rest.append(arg)
+    if method not in METHODS:
+        return _bad("search", ValueError(f"method={method!r}: valid methods: {', '.join(METHODS)}"))
+    if any(a.startswith(("dimension=", "grid=")) for a in rest):
+        return _bad("search", ValueError("arena search takes method=NAME, not dimension= or grid="))
+    budget = next((a.partition("=")[2] for a in rest if a.startswith("budget=")), "default")
+    if not any(a.startswith("name=") for a in rest):
+        rest.append(f"name=search-{method}-{budget}")
+    return sweep_main([f"dimension=search-{method}", "search.enabled=true", *rest], train_fn=train_fn, bc_fn=bc_fn,
+                      log=log, arms=[{"name": method, "po.method": method}])
+
+
+def status_main(args: list[str], log: Callable = print) -> int:
+    """`arena status name=NAME [results_dir=...]`: the sweep's state from disk alone."""
+    from .status import status_lines
+
+    opts = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in ("name", "results_dir"):
+            return _bad("status", ValueError(f"bad argument {arg!r}; valid keys: name, results_dir"))
+        opts[key] = value
+    if "name" not in opts:
+        return _bad("status", ValueError("arena status needs name=SWEEP; valid keys: name, results_dir"))
+    try:
+        lines = status_lines(opts.get("results_dir", "results"), opts["name"])
+    except ValueError as exc:
+        return _bad("status", exc)
+    for line in lines:
+        log(line)
+    return EXIT_OK

@@ -1,0 +1,199 @@
+"""Launchers: submitit executors for `local` (subprocesses), `debug` (in-process) and `slurm`.
+
+Each launcher is a YAML file in `configs/launcher/<name>.yaml` whose `kind` picks the executor:
+`local.yaml`, `debug.yaml`, `slurm.yaml` (edit for your cluster) and `slurm_ci.yaml` (the
+single-node test cluster of tests/slurm/). The sweep driver calls
+
+    executor = make_executor("slurm", folder, timeout_min=60)
+    job = executor.submit(CheckpointableJob(functools.partial(run_cell, cfg_dict)))
+
+so a preempted or timed-out SLURM job calls `CheckpointableJob.checkpoint`, is requeued by
+submitit, and the run resumes from its own on-disk checkpoint. For SLURM the `arena` package is
+snapshotted at submit time (queued jobs never see later edits); every path is absolute.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import submitit
+from omegaconf import OmegaConf
+
+KINDS = ("local", "debug", "slurm")
+# The keys a launcher YAML of each kind may hold (every kind also has `kind`).
+KEYS = {
+    "local": ("cpus", "timeout_min", "signal_delay_s", "max_num_timeout"),
+    "debug": (),
+    "slurm": ("partition", "gpus", "cpus", "mem_gb", "timeout_min", "qos", "account",
+              "array_parallelism", "signal_delay_s", "max_num_timeout"),
+}
+# launcher YAML key -> submitit AutoExecutor parameter (SLURM).
+SLURM_PARAMETERS = {
+    "partition": "slurm_partition",
+    "gpus": "gpus_per_node",
+    "cpus": "cpus_per_task",
+    "mem_gb": "mem_gb",
+    "timeout_min": "timeout_min",
+    "qos": "slurm_qos",
+    "account": "slurm_account",
+    "array_parallelism": "slurm_array_parallelism",
+    "signal_delay_s": "slurm_signal_delay_s",
+}
+
+
+def launcher_dir() -> Path:
+    """`configs/launcher/` (follows $ARENA_CONFIG_DIR like the rest of the config)."""
+    from arena.config.load import config_dir
+
+    return config_dir() / "launcher"
+
+
+def launcher_names() -> list[str]:
+    return sorted(p.stem for p in launcher_dir().glob("*.yaml"))
+
+
+def _check_keys(name: str, settings: Mapping[str, Any]) -> None:
+    kind = settings.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"launcher {name!r}: kind={kind!r}; valid kinds: {', '.join(KINDS)}")
+    valid = ("kind",) + KEYS[kind]
+    bad = sorted(set(settings) - set(valid))
+    if bad:
+        raise ValueError(f"launcher {name!r} ({kind}): unknown keys {bad}; valid keys: {', '.join(valid)}")
+
+
+def launcher_config(name: str) -> dict:
+    """The settings of `configs/launcher/<name>.yaml` as a plain dict (with its `kind`)."""
+    names = launcher_names()
+    if name not in names:
+        raise ValueError(f"unknown launcher {name!r}; valid launchers: {', '.join(names)}")
+    settings = OmegaConf.to_container(OmegaConf.load(launcher_dir() / f"{name}.yaml"), resolve=True)
+    settings = dict(settings or {})
+    _check_keys(name, settings)
+    return settings
+
+
+def _settings(launcher: str, cfg: Mapping[str, Any] | None) -> dict:
+    """The launcher's YAML with `cfg` laid over it (a `kind` in cfg may not change the kind)."""
+    settings = launcher_config(launcher)
+    merged = {**settings, **dict(cfg or {})}
+    if merged["kind"] != settings["kind"]:
+        raise ValueError(f"launcher {launcher!r} is kind {settings['kind']!r}; cfg says {merged['kind']!r}")
+    _check_keys(launcher, merged)
+    return merged
+
+
+def job_parallelism(launcher: str, *, cfg: Mapping[str, Any] | None = None, cpus: int | None = None) -> int:
+    """How many jobs the driver should keep running at once on this launcher.
+
+    local: cores // cpus-per-job (at least 1); debug: 1; slurm: array_parallelism.
+    """
+    settings = _settings(launcher, cfg)
+    if settings["kind"] == "debug":
+        return 1
+    if settings["kind"] == "slurm":
+        return int(settings.get("array_parallelism") or 1)
+    per_job = int(cpus or settings.get("cpus") or 1)
+    return max(1, (os.cpu_count() or 1) // per_job)
+
+
+def thread_env(cpus: int) -> dict[str, str]:
+    """Environment that caps torch/BLAS threads in a job at its CPU share."""
+    return {"OMP_NUM_THREADS": str(cpus), "MKL_NUM_THREADS": str(cpus)}
+
+
+def snapshot_code(dest: Path) -> Path:
+    """Copy the importable `arena` package into `dest/arena`; returns `dest` (absolute).
+
+    Jobs run with `dest` as their working directory and first PYTHONPATH entry, so they import
+    this copy, not the live tree (which the user may edit while jobs wait in the queue).
+    """
+    import arena
+
+    dest = Path(dest).resolve()
+    source = Path(arena.__file__).resolve().parent
+    shutil.copytree(source, dest / "arena", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest
+
+
+def make_executor(
+    launcher: str,
+    folder: Path,
+    *,
+    cfg: Mapping[str, Any] | None = None,
+    timeout_min: int | None,
+    cpus: int | None = None,
+) -> submitit.Executor:
+    """A submitit executor for `configs/launcher/<launcher>.yaml` (+ `cfg` overrides).
+
+    `folder` holds submitit's logs and pickles (`%j` is added). `timeout_min` (when not None)
+    and `cpus` (threads per job; CPUs per SLURM task) override the YAML. ValueError lists the
+    valid launchers or keys on bad input.
+    """
+    settings = _settings(launcher, cfg)
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    kind = settings["kind"]
+    if kind == "debug":
+        return submitit.AutoExecutor(folder=folder / "%j", cluster="debug")
+    timeout = timeout_min if timeout_min is not None else settings.get("timeout_min")
+    if timeout is None:
+        raise ValueError(f"launcher {launcher!r}: set timeout_min (argument or YAML key)")
+    threads = int(cpus or settings.get("cpus") or 1)
+    exports = [f"export {k}={v}" for k, v in thread_env(threads).items()]
+    max_num_timeout = int(settings.get("max_num_timeout", 3))
+    if kind == "local":
+        executor = submitit.LocalExecutor(folder=folder / "%j", max_num_timeout=max_num_timeout)
+        executor.update_parameters(timeout_min=int(timeout), setup=exports,
+                                   signal_delay_s=int(settings.get("signal_delay_s", 30)))
+        return executor
+    return _slurm_executor(settings, folder, timeout=int(timeout), threads=threads, exports=exports,
+                           max_num_timeout=max_num_timeout)
+
+
+def slurm_parameters(settings: Mapping[str, Any], *, timeout_min: int, cpus: int) -> dict:
+    """submitit AutoExecutor parameters from a slurm launcher's settings (null keys left out)."""
+    params = {SLURM_PARAMETERS[k]: settings[k] for k in SLURM_PARAMETERS if settings.get(k) is not None}
+    params.update(timeout_min=timeout_min, cpus_per_task=cpus, nodes=1, tasks_per_node=1)
+    if not params.get("gpus_per_node"):
+        params.pop("gpus_per_node", None)  # no --gpus-per-node=0 on GPU-less partitions
+    return params
+
+
+def _slurm_executor(settings: dict, folder: Path, *, timeout: int, threads: int, exports: list[str],
+                    max_num_timeout: int) -> submitit.Executor:
+    if shutil.which("sbatch") is None or shutil.which("srun") is None:
+        raise RuntimeError("launcher kind 'slurm' needs SLURM's sbatch and srun on PATH (not found)")
+    (folder / "code").mkdir(exist_ok=True)
+    code = snapshot_code(Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=folder / "code")))
+    # The job's interpreter is this one (the project's venv), given as an absolute path.
+    executor = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm",
+                                     slurm_max_num_timeout=max_num_timeout,
+                                     slurm_python=str(Path(sys.executable).absolute()))
+    params = slurm_parameters(settings, timeout_min=timeout, cpus=threads)
+    pythonpath = f"export PYTHONPATH={code}${{PYTHONPATH:+:$PYTHONPATH}}"
+    executor.update_parameters(**params, slurm_setup=exports + [pythonpath],
+                               slurm_additional_parameters={"chdir": str(code)})
+    return executor
+
+
+class CheckpointableJob(submitit.helpers.Checkpointable):
+    """Runs `fn()` in a job; on preemption/timeout submitit requeues a fresh copy of it.
+
+    `fn` is any picklable callable (e.g. `functools.partial(run_cell, cfg_dict)`) that resumes
+    from its own on-disk checkpoint, so the requeued job carries no in-memory state.
+    """
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        return submitit.helpers.DelayedSubmission(CheckpointableJob(self.fn), *args, **kwargs)

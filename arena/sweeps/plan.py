@@ -1,0 +1,115 @@
+"""Expand a sweep into cells and validate every one (via load_config) before anything runs.
+
+A cell = (arm, env, seed, role) with its resolved config; its folder is
+`<results_dir>/sweeps/<name>/cells/<cell_id>/` (= cfg.out). The manifest maps each cell's
+(arm, env, seed) to its cell_id and role (decisions.md §F).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from arena.config import cell_id, load_config
+from arena.runs import atomic_write_json
+
+from .grids import arm_overrides, override_strings
+
+REPORT, SEARCH = "report", "search"
+
+
+@dataclass
+class Cell:
+    arm: str
+    env: str
+    seed: int
+    role: str
+    method: str
+    overrides: dict[str, Any]  # the arm's (and search point's) overrides, as in the grid
+    cfg: DictConfig = field(repr=False)
+    cell_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # manifest extras (search point, stable flag)
+
+    @property
+    def out(self) -> Path:
+        return Path(self.cfg.out)
+
+    def manifest_row(self) -> dict[str, Any]:
+        row = {"arm": self.arm, "env": self.env, "seed": self.seed, "cell_id": self.cell_id, "role": self.role,
+               "method": self.method, "overrides": self.overrides}
+        row.update(self.extra)
+        return row
+
+
+@dataclass
+class SweepPlan:
+    name: str
+    dimension: str
+    sweep_dir: Path
+    arms: list[dict[str, Any]]
+    envs: list[str]
+    seeds: list[int]
+    common: list[str]  # run overrides given to every cell (budget=, steps=, results_dir=, ...)
+    cells: list[Cell] = field(default_factory=list)
+
+    @property
+    def manifest_file(self) -> Path:
+        return self.sweep_dir / "manifest.json"
+
+    def write_manifest(self) -> None:
+        atomic_write_json(self.manifest_file, {
+            "name": self.name, "dimension": self.dimension, "grid": [a["name"] for a in self.arms],
+            "envs": self.envs, "seeds": self.seeds, "cells": [c.manifest_row() for c in self.cells],
+        })
+
+
+_COMPOSED: dict[tuple[str, ...], DictConfig] = {}
+
+
+def base_config(common: list[str], overrides: dict[str, Any], env: str) -> DictConfig:
+    """Compose once per (arm, env) (memoised: Hydra's compose is slow); raises BadConfig (a
+    ValueError) listing the valid choices."""
+    from arena.config import config_dir
+
+    key = (str(config_dir()), f"env={env}", *common, *override_strings(overrides))
+    if key not in _COMPOSED:
+        _COMPOSED[key] = load_config(list(key[1:]))
+    return _COMPOSED[key].copy()
+
+
+def make_cell(base: DictConfig, *, arm: str, env: str, seed: int, role: str, overrides: dict[str, Any],
+              sweep_dir: Path, name: str, extra: Optional[dict] = None) -> Cell:
+    cfg = base.copy()
+    OmegaConf.set_struct(cfg, False)
+    cfg.seed = seed
+    cfg.arm = arm
+    cfg.name = name
+    cfg.results_dir = str(Path(cfg.results_dir).resolve())
+    cid = cell_id(cfg)
+    cfg.out = str((sweep_dir / "cells" / cid).resolve())
+    if cfg.model.path:
+        cfg.model.path = str(Path(cfg.model.path).resolve())
+    OmegaConf.set_struct(cfg, True)
+    return Cell(arm=arm, env=env, seed=seed, role=role, method=str(cfg.po.method), overrides=overrides, cfg=cfg,
+                cell_id=cid, extra=dict(extra or {}))
+
+
+def expand(plan: SweepPlan) -> list[Cell]:
+    """Every (arm, env, seed) report cell, in grid order; validation errors raise ValueError."""
+    cells = []
+    for env in plan.envs:  # the run overrides on their own, so a bad one is named even if an arm overrides it
+        base_config(plan.common, {}, env)
+    for arm in plan.arms:
+        overrides = arm_overrides(arm)
+        for env in plan.envs:
+            base = base_config(plan.common, overrides, env)
+            for seed in plan.seeds:
+                cells.append(make_cell(base, arm=arm["name"], env=env, seed=seed, role=REPORT, overrides=overrides,
+                                       sweep_dir=plan.sweep_dir, name=plan.name))
+    ids = [c.cell_id for c in cells]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"two arms of the grid resolve to the same config (cell ids {dup}); make the arms differ")
+    return cells

@@ -1,0 +1,92 @@
+"""Sampler throughput: arena's `sample_tokens` against `model.generate` (issue #4).
+
+Same model, same left-padded batch, same temperature, same number of new tokens (no stop
+token, so every row generates exactly `new_tokens`). The two are timed in turn for each
+repeat (interleaved, so background load hits both alike); the medians are compared.
+
+    python benchmarks/bench_sampler.py            # batch 128, prompts 40-80 tokens, 16 new
+    python benchmarks/bench_sampler.py --quick    # a few seconds
+
+Prints one line per repeat and a final `ratio ours/generate` line (gate >= 1.0x), the ratio of
+the median rates, and the ratio of the best rates beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from arena.backends.embedded.model import build_model
+from arena.backends.embedded.sampler import left_pad, sample_tokens
+
+
+def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_tokens: int, repeats: int,
+        temperature: float, attn: str, group_size: int = 1, seed: int = 0) -> dict:
+    model = build_model(vocab, size=size, seed=seed, attn_implementation=attn)
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(min_len, max_len + 1, (batch,), generator=g).tolist()
+    prompts = [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
+    prompts = [p for p in prompts[: batch // group_size] for _ in range(group_size)]  # groups share a prompt
+    ids, mask = left_pad(prompts, 0, "cpu")  # [B, P] each
+    n_tokens = batch * new_tokens
+
+    def ours() -> None:
+        out = sample_tokens(model, prompts, temperature=temperature, max_new_tokens=new_tokens, pad_token_id=0,
+                            generator=torch.Generator().manual_seed(1))
+        assert all(len(t) == new_tokens for t, _ in out)
+
+    @torch.no_grad()
+    def theirs() -> None:
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=temperature > 0,
+                             temperature=temperature or None,
+                             top_p=1.0, top_k=None, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                             pad_token_id=0, eos_token_id=None)
+        assert out.shape[1] == ids.shape[1] + new_tokens
+
+    ours(), theirs()  # warm-up
+    rates = {"ours": [], "generate": []}
+    for r in range(repeats):
+        for name, fn in (("ours", ours), ("generate", theirs)):
+            start = time.perf_counter()
+            fn()
+            rates[name].append(n_tokens / (time.perf_counter() - start))
+        print(f"repeat {r}: ours {rates['ours'][-1]:.0f} tok/s, generate {rates['generate'][-1]:.0f} tok/s", flush=True)
+    ours_rate, gen_rate = statistics.median(rates["ours"]), statistics.median(rates["generate"])
+    best_ratio = max(rates["ours"]) / max(rates["generate"])
+    return {"ours_tok_s": ours_rate, "generate_tok_s": gen_rate, "ratio": ours_rate / gen_rate,
+            "best_ratio": best_ratio}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny model, batch 16, 2 repeats")
+    ap.add_argument("--size", default="small")
+    ap.add_argument("--vocab", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--new-tokens", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--attn", default="sdpa")
+    ap.add_argument("--group-size", type=int, default=1, help="rows sharing each prompt (as in GRPO groups)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (0: torch's default). 1 by default: on a shared 2-core box, 2 OpenMP "
+                         "threads stall whenever another process holds a core, and the timings become noise")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    setting = dict(size=args.size, vocab=args.vocab, batch=args.batch, min_len=40, max_len=80,
+                   new_tokens=args.new_tokens, repeats=args.repeats, temperature=args.temperature, attn=args.attn,
+                   group_size=args.group_size)
+    if args.quick:
+        setting.update(size="tiny", batch=16, min_len=10, max_len=20, new_tokens=8, repeats=2)
+    print(f"setting: {setting}, torch threads {torch.get_num_threads()}")
+    result = run(**setting)
+    print(f"ours {result['ours_tok_s']:.0f} tok/s, generate {result['generate_tok_s']:.0f} tok/s, "
+          f"ratio ours/generate {result['ratio']:.2f}x (medians; best-of-repeats ratio {result['best_ratio']:.2f}x)")
+    return result
+
+
+if __name__ == "__main__":
+    main()

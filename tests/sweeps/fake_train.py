@@ -1,0 +1,49 @@
+"""A fake `train_fn(cfg) -> exit code` for orchestrator tests: writes metrics and a summary
+through RunFolder, and appends one line per call to `<cell>/calls.log` (to count runs).
+
+Behaviour from environment variables (read inside the job):
+  FAKE_SLEEP=seconds        sleep before finishing (to keep a cell busy)
+  FAKE_FAIL_ARMS=a,b        raise in these arms
+  FAKE_UNSTABLE_EPS=x,y     a run is unstable iff its resolved po.hp.eps_high is in this list
+  FAKE_INTERRUPT_AT=n       the n-th call (counted in <results_dir>/all_calls.log) raises
+                            KeyboardInterrupt, as if the driver were killed mid-run
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def train(cfg) -> int:
+    from arena.config import resolve_po
+    from arena.runs import RunFolder
+
+    run = RunFolder(cfg.out).create()
+    with open(Path(cfg.out) / "calls.log", "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    with open(Path(cfg.results_dir) / "all_calls.log", "a") as fh:
+        fh.write(f"{cfg.out}\n")
+    n_calls = len((Path(cfg.results_dir) / "all_calls.log").read_text().split())
+    if n_calls == int(os.environ.get("FAKE_INTERRUPT_AT", "0")):
+        raise KeyboardInterrupt("fake kill")
+    if cfg.arm in os.environ.get("FAKE_FAIL_ARMS", "").split(","):
+        raise RuntimeError(f"fake failure in arm {cfg.arm}")
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+    hp = resolve_po(cfg).hp
+    unstable_eps = [float(x) for x in os.environ.get("FAKE_UNSTABLE_EPS", "").split(",") if x]
+    unstable = hp.get("eps_high") in unstable_eps
+    run.append_metrics({"step": 1, "eval/success_rate": 0.5})
+    # score = 0.5 + eps_high (when set), so "best" prefers a larger eps_high among stable points
+    score = 0.5 + float(hp.get("eps_high", 0.0))
+    run.write_summary({"status": "done", "final_eval_success": score, "var_last20": 0.01 if unstable else 0.0,
+                       "stable": not unstable, "steps": cfg.steps, "git_sha": os.environ.get("ARENA_GIT_SHA"),
+                       "git_dirty": os.environ.get("ARENA_GIT_DIRTY")})
+    return 0
+
+
+def bc(cfg) -> str:
+    marker = Path(cfg.results_dir) / "bc_calls.log"
+    with open(marker, "a") as fh:
+        fh.write(f"{cfg.env.name}\n")
+    return str(marker)
