@@ -39,14 +39,14 @@ class EnvConfig:
 @dataclass
 class ModelConfig:
     path: Optional[str] = None  # a local HF checkpoint; None = BC from a model built below
-    size: str = "small"  # arena.backends.embedded.model.SIZES
+    size: str = "tiny"  # arena.backends.embedded.model.SIZES; tiny = 0.16M params, CPU-fast
     hidden: Optional[int] = None  # explicit dimensions override the size's
     layers: Optional[int] = None
     heads: Optional[int] = None
     kv_heads: Optional[int] = None
     intermediate: Optional[int] = None
     max_positions: int = 1024
-    tokenizer: str = "word"  # tokenizer kind (arena.backends.embedded.tokenizer)
+    tokenizer: str = "wordlevel"  # tokenizer kind (arena.backends.embedded.tokenizer): tens of tokens
     # arena.agent.prompts template: "minimal" for a model trained from scratch (only what
     # changes between turns), "full" for a pretrained LLM (the authors' wording)
     prompt_template: str = "minimal"
@@ -63,8 +63,8 @@ class EvalConfig:
 
 @dataclass
 class BCConfig:
-    demos: int = 2000  # expert episodes
-    steps: int = 600
+    demos: int = 1000  # expert episodes
+    steps: int = 600  # Sokoban: ~38% greedy success, headroom for RL (docs/testbed.md)
     lr: float = 1e-3
     batch_size: int = 64
     source: str = "expert"  # expert | rejection

@@ -1,5 +1,5 @@
 """A sweep's state from disk alone: the manifest plus each cell's run folder, and a plain
-per-arm summary table (used until arena.analysis.report exists)."""
+per-arm summary table (the fallback when the report can't be built)."""
 from __future__ import annotations
 
 import json
@@ -74,10 +74,15 @@ def print_plain_table(results_dir: str | Path, name: str, log: Callable = print)
 
 
 def print_summary(results_dir: str | Path, name: str, log: Callable = print) -> None:
-    """The report's table if arena.analysis.report exists, else the plain per-arm table."""
+    """Write the sweep's report (tables, figures; issue #6) and print its table. A report that
+    can't be built (e.g. mixed git SHAs) falls back to the plain per-arm table, with the reason."""
+    from arena.analysis.report import print_summary_table, write_report
+
+    results_dir = str(Path(results_dir).resolve())
     try:
-        from arena.analysis.report import print_summary_table
-    except ImportError:
+        report = write_report(results_dir, name)
+        log(print_summary_table(results_dir, name))
+        log(f"[sweep] report: {report}")
+    except ValueError as exc:
+        log(f"[sweep] report not written: {exc}")
         print_plain_table(results_dir, name, log=log)
-        return
-    print_summary_table(str(Path(results_dir).resolve()), name)

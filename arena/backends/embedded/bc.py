@@ -86,6 +86,12 @@ def _encode(tokenizer, pairs: list[tuple[str, str]]):
     return prompt_ids, prompt_mask, response_ids, response_mask
 
 
+def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:
+    """L_SFT (module docstring): the mean NLL of the response tokens; prompt tokens are context only."""
+    logp, _ = token_logprobs_and_entropy(model, prompt_ids, prompt_mask, response_ids, response_mask)  # [b, T]
+    return -(logp * response_mask).sum() / response_mask.sum()  # scalar
+
+
 def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print) -> list[float]:
     """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs."""
     device = next(model.parameters()).device
@@ -96,8 +102,7 @@ def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed
     model.train()
     for step in range(1, steps + 1):
         rows = torch.tensor(rng.sample(range(len(pairs)), min(batch_size, len(pairs))), device=device)
-        logp, _ = token_logprobs_and_entropy(model, p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # [b, T]
-        loss = -(logp * r_mask[rows]).sum() / r_mask[rows].sum()  # scalar: response tokens only
+        loss = sft_loss(model, p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # scalar
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
