@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .schema import FROM_PRESET, RunConfig
+from .schema import CHOICES, FROM_PRESET, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
@@ -93,6 +93,10 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
         raise BadConfig(f"{msg}{cause}".split("\n    full_key")[0]) from exc
     finally:
         GlobalHydra.instance().clear()
+    for key, valid in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in valid:
+            raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
     return cfg
 

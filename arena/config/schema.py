@@ -10,6 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+# Keys with a fixed set of values (checked by load_config; the modules that use them say why).
+CHOICES = {
+    "backend": ("embedded", "verl"),
+    "bc.source": ("expert", "rejection"),
+    "model.size": ("tiny", "small", "medium"),
+    "model.tokenizer": ("word", "bpe", "wordlevel"),
+    "model.prompt_template": ("minimal", "compact", "full"),
+    "search.mode": ("first", "best", "tpe"),
+    "po.agg_norm": ("global", "per_microbatch"),
+}
+
 # `po.seq_mask_delta` distinguishes "not set" (take the preset's) from null (off).
 FROM_PRESET = "preset"
 

@@ -30,6 +30,9 @@ def test_seq_mask_delta_null_turns_the_preset_mask_off():
         ("po.hp.tau=1", "unknown hyperparameter"),
         ("steps=abc", "could not be converted"),
         ("po.clipping=clip", "valid: cispo, gspo, ppo, sapo"),
+        ("bc.source=human", "valid: expert, rejection"),
+        ("model.size=huge", "valid: tiny, small, medium"),
+        ("backend=jax", "valid: embedded, verl"),
     ],
 )
 def test_bad_input_says_what_is_valid(override, fragment):

@@ -62,6 +62,22 @@ def test_bc_checkpoint_is_cached(tmp_path):
     assert (path / "config.json").stat().st_mtime_ns == stamp
 
 
+def test_rejection_sampling_bc_keeps_the_won_rollouts_of_a_given_model(tmp_path):
+    expert = load_config(["env=sanity", "budget=sanity", f"results_dir={tmp_path}", "bc.steps=40", "bc.eval_n=32"])
+    path = ensure_bc_checkpoint(expert, log=lambda *_: None)
+    base = json.loads((bc_dir(expert) / "bc.json").read_text())
+    rej = load_config(["env=sanity", "budget=sanity", f"results_dir={tmp_path}", f"model.path={path}",
+                       "bc.source=rejection", "bc.demos=64", "bc.steps=20", "bc.eval_n=32"])
+    assert bc_dir(rej) != bc_dir(expert)
+    ensure_bc_checkpoint(rej, log=lambda *_: None)
+    report = json.loads((bc_dir(rej) / "bc.json").read_text())
+    # one turn per sanity episode: the kept demos are exactly the won rollouts
+    assert report["demos"] == round(report["expert_success"] * 64) > 0
+    assert report["eval_success"] >= base["eval_success"] - 0.1  # filtered self-training doesn't wreck it
+    with pytest.raises(ValueError, match="set model.path"):
+        ensure_bc_checkpoint(load_config(["env=sanity", f"results_dir={tmp_path}", "bc.source=rejection"]))
+
+
 @pytest.mark.slow
 def test_bc_beats_the_random_init_model_on_sokoban(tmp_path):
     # n = 256 held-out seeds, greedy. SE = sqrt(p_bc(1-p_bc)/n + p_0(1-p_0)/n).

@@ -75,6 +75,28 @@ def collect_demos(cfg, n_episodes: int, *, seed_offset: int = 0) -> tuple[list[t
     return pairs, wins / max(1, n_episodes)
 
 
+def collect_rollout_demos(cfg, model, tokenizer, n_episodes: int, *, chunk: int = 64) -> tuple[list[tuple[str, str]], float]:
+    """Rejection sampling: roll the model out at T=1 on training seeds 0..n-1 and keep the
+    (prompt, response) turns of the won episodes. Returns (pairs, the model's success rate)."""
+    from arena.agent.rollout import rollout
+
+    from .sampler import make_policy
+
+    policy = make_policy(model, tokenizer, temperature=1.0, max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed)
+    envs = [make(cfg.env.name, **to_plain(cfg.env.kwargs)) for _ in range(min(chunk, n_episodes))]
+    pairs, wins = [], 0
+    for start in range(0, n_episodes, chunk):
+        seeds = list(range(start, min(start + chunk, n_episodes)))
+        batch, stats = rollout(envs, seeds, 1, policy, penalty_coef=cfg.env.penalty_coef,
+                               history_length=cfg.env.history_length, pad_id=tokenizer.pad_token_id,
+                               template=cfg.model.prompt_template)
+        wins += round(stats["success_rate"] * len(seeds))
+        for row in batch.won.nonzero(as_tuple=True)[0].tolist():
+            prompt_ids = batch.prompt_ids[row][batch.prompt_mask[row].bool()].tolist()
+            pairs.append((tokenizer.decode(prompt_ids), batch.response_text[row]))
+    return pairs, wins / max(1, n_episodes)
+
+
 def _encode(tokenizer, pairs: list[tuple[str, str]]):
     prompts = [torch.tensor(tokenizer.encode(p, add_special_tokens=False)) for p, _ in pairs]
     responses = [torch.tensor(tokenizer.encode(r, add_special_tokens=False)) for _, r in pairs]
@@ -130,18 +152,31 @@ def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
     return model_dir
 
 
+BC_SOURCES = ("expert", "rejection")
+
+
 def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
+    """SFT on expert demos (a fresh model and tokenizer), or on the won rollouts of the model
+    at `model.path` (bc.source=rejection)."""
     t0 = time.time()
-    pairs, expert_success = collect_demos(cfg, cfg.bc.demos)
+    if cfg.bc.source not in BC_SOURCES:
+        raise ValueError(f"unknown bc.source {cfg.bc.source!r}; valid: {', '.join(BC_SOURCES)}")
+    if cfg.bc.source == "rejection":
+        if not cfg.model.path:
+            raise ValueError("bc.source=rejection filters the rollouts of an existing model: set model.path")
+        model, tokenizer = load_model(cfg.model.path, device=cfg.device)
+        pairs, expert_success = collect_rollout_demos(cfg, model, tokenizer, cfg.bc.demos)
+    else:
+        pairs, expert_success = collect_demos(cfg, cfg.bc.demos)
     if not pairs:
-        raise RuntimeError(f"the {cfg.env.name} expert won no episode out of {cfg.bc.demos}: no demonstrations")
-    log(f"[bc] {len(pairs)} turn demos from {cfg.bc.demos} expert episodes (expert success {expert_success:.3f})")
-    corpus = [p + r for p, r in pairs]
-    tokenizer = build_tokenizer(corpus, vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
-    m = cfg.model
-    model = build_model(len(tokenizer), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
-                        intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
-                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
+        raise RuntimeError(f"no won episode out of {cfg.bc.demos} ({cfg.bc.source}): no demonstrations")
+    log(f"[bc] {len(pairs)} turn demos from {cfg.bc.demos} {cfg.bc.source} episodes (success {expert_success:.3f})")
+    if cfg.bc.source == "expert":
+        tokenizer = build_tokenizer([p + r for p, r in pairs], vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
+        m = cfg.model
+        model = build_model(len(tokenizer), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
+                            intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
+                            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
     losses = sft(model, tokenizer, pairs, steps=cfg.bc.steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size,
                  seed=cfg.seed, log=log) if cfg.bc.steps > 0 else []
     ev = evaluate(model, tokenizer, cfg, n=cfg.bc.eval_n)
@@ -154,6 +189,9 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
 
 
 def load_initial_model(cfg, log: Callable = print):
-    """(model, tokenizer): `model.path` if given, else the (cached) BC checkpoint."""
-    path = cfg.model.path or ensure_bc_checkpoint(cfg, log=log)
+    """(model, tokenizer) that RL starts from: `model.path` as given, unless bc.source=rejection
+    first fine-tunes it on its own won rollouts; without model.path, the cached expert-BC model."""
+    if cfg.model.path and cfg.bc.source != "rejection":
+        return load_model(cfg.model.path, device=cfg.device)
+    path = ensure_bc_checkpoint(cfg, log=log)
     return load_model(path, device=cfg.device)

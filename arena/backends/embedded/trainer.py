@@ -27,7 +27,8 @@ from arena.config import cell_id, resolve_po, to_plain
 from arena.envs import EVAL_SEED_OFFSET, make
 from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
-from arena.runs import RunFolder, collapse_reason, stability
+from arena.runs import RunFolder, collapse_reason
+from arena.runs.summary import build_summary
 from arena.runs.stability import eval_steps
 
 from .checkpoint import load_state, save_state
@@ -90,7 +91,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
     t_start = time.time()
     filt_hp = po.member_hp("filtering")
-    status = "done"
+    status, collapse = "done", None
     for step in range(first_step, cfg.steps + 1):
         row: dict = {"step": step}
         t0 = time.perf_counter()
@@ -149,10 +150,10 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
         reason = collapse_reason(history, cfg.steps, min_format_valid=cfg.stability.min_format_valid) if status == "done" else None
         if reason is not None:
             log(f"[train] collapsed: {reason}")
-            status = "collapsed"
+            status, collapse = "collapsed", reason
             if cfg.stability.stop_on_collapse:
                 break
-    return _summary(cfg, run, points, status, time.time() - t_start, history)
+    return _summary(cfg, run, points, status, time.time() - t_start, history, collapse)
 
 
 def _progress(step: int, total: int, row: dict, t_start: float) -> str:
@@ -167,24 +168,11 @@ def _progress(step: int, total: int, row: dict, t_start: float) -> str:
     return " ".join(parts)
 
 
-def _summary(cfg, run: RunFolder, points, status: str, wall: float, history) -> dict:
-    from arena.runs.provenance import provenance
-
-    stab = stability(points, cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points, n_eval=cfg.eval.n)
-    summary = {
-        "status": status,
-        "cell_id": cell_id(cfg),
-        "final_eval_success": points[-1][1] if points else None,
-        "initial_eval_success": points[0][1] if points else None,
-        "var_last20": stab["var_last20"],
-        "noise_floor": stab["noise_floor"],
-        "theta": stab["theta"],
-        "stable": False if status == "collapsed" else stab["stable"],
-        "stability_warning": stab["warning"],
-        "n_eval": cfg.eval.n,
-        "steps": max((r["step"] for r in history), default=0),
-        "wall_seconds": wall,
-        **provenance(),
-    }
+def _summary(cfg, run: RunFolder, points, status: str, wall: float, history, reason) -> dict:
+    summary = build_summary(
+        status=status, cell_id=cell_id(cfg), points=points, history=history, total_steps=cfg.steps,
+        theta=cfg.stability.theta, min_points=cfg.stability.min_points, n_eval=cfg.eval.n,
+        wall_seconds=wall, collapse_reason=reason, backend="embedded",
+    )
     run.write_summary(summary)
     return summary

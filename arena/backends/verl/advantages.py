@@ -23,6 +23,7 @@ from verl.trainer.ppo import core_algos
 from arena.po.advantages import ADV, broadcast
 
 from .dataproto import from_dataproto, missing_fields
+from .registry import register_once
 
 PREFIX = "arena_"
 # the fields each of our advantages reads (TurnBatch names; tensors are looked up by verl key)
@@ -73,13 +74,7 @@ def register() -> None:
     """Put the estimators in verl's registry (idempotent; a different function under one of
     our names raises, as verl's `register_adv_est` does)."""
     for full_name, fn in ESTIMATORS.items():
-        current = core_algos.ADV_ESTIMATOR_REGISTRY.get(full_name)
-        if current is not None and current is not fn:
-            raise ValueError(
-                f"advantage estimator {full_name!r} is already registered in verl by {current!r}; "
-                f"registered: {sorted(core_algos.ADV_ESTIMATOR_REGISTRY)}"
-            )
-        core_algos.register_adv_est(full_name)(fn)
+        register_once(core_algos.ADV_ESTIMATOR_REGISTRY, full_name, fn, core_algos.register_adv_est, "advantage estimator")
 
 
 def compute_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> DataProto:

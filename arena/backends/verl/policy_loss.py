@@ -36,6 +36,8 @@ from arena.po.aggregation import AGG, VERL_AGG_MODE, AggNorm
 from arena.po.clipping import CLIP
 from arena.po.compose import ResolvedPO, policy_loss
 
+from .registry import register_once
+
 LOSS_NAME = "arena"
 CLIP_HP_NAMES = ("eps_low", "eps_high", "clip_c", "tau_pos", "tau_neg")
 TARGET = "arena.backends.verl.policy_loss.ArenaPolicyLossConfig"
@@ -134,13 +136,7 @@ def register() -> None:
 
     verl's `register_policy_loss` silently overwrites, so a name taken by any other function
     (one of verl's own entries, or a different arena copy) raises instead."""
-    current = core_algos.POLICY_LOSS_REGISTRY.get(LOSS_NAME)
-    if current is not None and current is not arena_policy_loss:
-        raise ValueError(
-            f"policy loss name {LOSS_NAME!r} is already registered in verl by {current!r}; "
-            f"registered names: {sorted(core_algos.POLICY_LOSS_REGISTRY)}"
-        )
-    core_algos.register_policy_loss(LOSS_NAME)(arena_policy_loss)
+    register_once(core_algos.POLICY_LOSS_REGISTRY, LOSS_NAME, arena_policy_loss, core_algos.register_policy_loss, "policy loss name")
 
 
 register()

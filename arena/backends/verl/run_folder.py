@@ -28,8 +28,8 @@ import time
 from typing import Any, Mapping, Optional
 
 from arena.runs.folder import RunFolder
-from arena.runs.provenance import provenance
-from arena.runs.stability import collapse_reason, stability
+from arena.runs.summary import build_summary
+from arena.runs.stability import collapse_reason
 
 RENAMES = {
     "actor/kl_loss": "actor/kl_ref",
@@ -97,23 +97,10 @@ class VerlRunWriter:
                   if isinstance(r.get("eval/success_rate"), (int, float)) and math.isfinite(r["eval/success_rate"])]
         reason = collapse_reason(history, self.total_steps)
         status = "collapsed" if reason else "done"
-        stab = stability(points, self.total_steps, theta=self.theta, min_points=self.min_points, n_eval=self.n_eval)
-        summary = {
-            "status": status,
-            "collapse_reason": reason,
-            "cell_id": self.cell_id,
-            "backend": "verl",
-            "final_eval_success": points[-1][1] if points else None,
-            "initial_eval_success": points[0][1] if points else None,
-            "var_last20": stab["var_last20"],
-            "noise_floor": stab["noise_floor"],
-            "theta": stab["theta"],
-            "stable": False if status == "collapsed" else stab["stable"],
-            "stability_warning": stab["warning"],
-            "n_eval": self.n_eval,
-            "steps": max((r["step"] for r in history), default=0),
-            "wall_seconds": time.time() - self.t_start,
-            **provenance(),
-        }
+        summary = build_summary(
+            status=status, cell_id=self.cell_id, points=points, history=history, total_steps=self.total_steps,
+            theta=self.theta, min_points=self.min_points, n_eval=self.n_eval,
+            wall_seconds=time.time() - self.t_start, collapse_reason=reason, backend="verl",
+        )
         self.folder.write_summary(summary)
         return summary

@@ -1,0 +1,42 @@
+"""summary.json, the proof that a run finished (decisions.md §F), built the same way by every
+backend from its eval points and metrics rows."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .provenance import provenance
+from .stability import stability
+
+
+def build_summary(
+    *,
+    status: str,
+    cell_id: str,
+    points: Sequence[tuple[int, float]],
+    history: Sequence[dict],
+    total_steps: int,
+    theta: float,
+    min_points: int,
+    n_eval: int,
+    wall_seconds: float,
+    collapse_reason: Optional[str] = None,
+    **extra: Any,
+) -> dict:
+    stab = stability(points, total_steps, theta=theta, min_points=min_points, n_eval=n_eval)
+    return {
+        "status": status,
+        "collapse_reason": collapse_reason,
+        "cell_id": cell_id,
+        "final_eval_success": points[-1][1] if points else None,
+        "initial_eval_success": points[0][1] if points else None,
+        "var_last20": stab["var_last20"],
+        "noise_floor": stab["noise_floor"],
+        "theta": stab["theta"],
+        "stable": False if status == "collapsed" else stab["stable"],
+        "stability_warning": stab["warning"],
+        "n_eval": n_eval,
+        "steps": max((r["step"] for r in history), default=0),
+        "wall_seconds": wall_seconds,
+        **extra,
+        **provenance(),
+    }
