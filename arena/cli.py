@@ -69,10 +69,13 @@ def _envs(args: Sequence[str]) -> int:
     env = opts.pop("env", "sokoban")
     if env not in ENVS:
         raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
+    seed, n = int(opts.pop("seed", 0)), int(opts.pop("n", 100))
+    # the environment's kwargs from configs/env/<env>.yaml, then the command line's
+    env_kwargs = {**_config([f"env={env}"]).env.kwargs, **opts}
     try:
         if args[0] == "play":
-            return int(commands.play(env, int(opts.pop("seed", 0)), **opts) or 0)
-        commands.check(env, int(opts.pop("n", 100)), **opts)
+            return int(commands.play(env, seed, **env_kwargs) or 0)
+        commands.check(env, n, **env_kwargs)
     except TypeError as exc:  # an unknown env kwarg
         raise BadInput(f"bad option for env {env!r}: {exc}") from exc
     return EXIT_OK
