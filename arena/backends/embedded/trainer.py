@@ -69,12 +69,56 @@ def _to_device(batch, device: torch.device):
     return batch
 
 
+def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: int) -> dict:
+    """One step (module docstring): rollout tries + filtering, log-probs, advantages, update.
+    Returns the step's metrics (train/*, rollout/*, filter/*, actor/*, perf/*)."""
+    t0 = time.perf_counter()
+    policy = make_policy(model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
+                         max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed * 1_000_003 + step)
+    model.eval()
+    tries: list[dict] = []
+
+    def one_try(try_idx: int):
+        seeds = step_seeds(cfg.seed, step, try_idx, cfg.batch_envs)
+        batch, stats = rollout(envs, seeds, cfg.group_size, policy, penalty_coef=cfg.env.penalty_coef,
+                               history_length=cfg.env.history_length, pad_id=tokenizer.pad_token_id,
+                               template=cfg.model.prompt_template)
+        tries.append(stats)
+        return batch
+
+    batch, fstats = collect_groups(one_try, po.filtering, needed_groups=cfg.batch_envs, step=step,
+                                   **po.member_hp("filtering"))
+    t_roll = time.perf_counter()
+    batch = _to_device(batch, next(model.parameters()).device)
+    fill_logprobs(model, ref_model, batch, cfg.micro_batch_size)
+    adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
+    t_lp = time.perf_counter()
+    metrics = ppo_update(
+        model, optimizer, po, batch, adv, token_logprobs_and_entropy,
+        num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
+        ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size,
+        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
+    )
+    metrics.update({
+        "train/success_rate": fstats["all_success_rate"],
+        "rollout/format_valid_ratio": float(batch.format_valid.float().mean()),
+        "rollout/action_valid_ratio": float(batch.action_valid.float().mean()),
+        "rollout/response_length": float(batch.response_mask.sum(-1).mean()),
+        "rollout/turn_samples": float(len(batch)),
+        "filter/kept_group_frac": fstats["kept_group_frac"],
+        "perf/rollout_seconds": t_roll - t0,
+        "perf/env_seconds": sum(s["env_seconds"] for s in tries),
+        "perf/logprob_seconds": t_lp - t_roll,
+        "perf/update_seconds": time.perf_counter() - t_lp,
+    })
+    return metrics
+
+
 def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, log=print) -> dict:
     """Train `model` (already initialised, e.g. from BC) in place and write `run`'s folder.
 
     Returns the summary dict (also written to summary.json, last)."""
     po = resolve_po(cfg)
-    device = next(model.parameters()).device
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     run.create()
@@ -90,50 +134,12 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     history = run.read_metrics()
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
     t_start = time.time()
-    filt_hp = po.member_hp("filtering")
     status, collapse = "done", None
     for step in range(first_step, cfg.steps + 1):
         row: dict = {"step": step}
         t0 = time.perf_counter()
         if step > 0:
-            policy = make_policy(model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
-                                 max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed * 1_000_003 + step)
-            model.eval()
-
-            def one_try(try_idx: int):
-                seeds = step_seeds(cfg.seed, step, try_idx, cfg.batch_envs)
-                b, s = rollout(envs, seeds, cfg.group_size, policy, penalty_coef=cfg.env.penalty_coef,
-                               history_length=cfg.env.history_length, pad_id=tokenizer.pad_token_id, template=cfg.model.prompt_template)
-                one_try.stats.append(s)
-                return b
-
-            one_try.stats = []
-            batch, fstats = collect_groups(one_try, po.filtering, needed_groups=cfg.batch_envs, step=step, **filt_hp)
-            t_roll = time.perf_counter()
-            batch = _to_device(batch, device)
-            fill_logprobs(model, ref_model, batch, cfg.micro_batch_size)
-            adv = compute_advantages(po, batch).to(device)  # [N]
-            t_lp = time.perf_counter()
-            row.update(ppo_update(
-                model, optimizer, po, batch, adv, token_logprobs_and_entropy,
-                num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
-                ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size,
-                kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
-            ))
-            t_upd = time.perf_counter()
-            stats = one_try.stats
-            row.update({
-                "train/success_rate": fstats["all_success_rate"],
-                "rollout/format_valid_ratio": float(batch.format_valid.float().mean()),
-                "rollout/action_valid_ratio": float(batch.action_valid.float().mean()),
-                "rollout/response_length": float(batch.response_mask.sum(-1).mean()),
-                "rollout/turn_samples": float(len(batch)),
-                "filter/kept_group_frac": fstats["kept_group_frac"],
-                "perf/rollout_seconds": t_roll - t0,
-                "perf/env_seconds": sum(s["env_seconds"] for s in stats),
-                "perf/logprob_seconds": t_lp - t_roll,
-                "perf/update_seconds": t_upd - t_lp,
-            })
+            row.update(rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs, step))
         if step in eval_at:
             ev = evaluate(model, tokenizer, cfg)
             row["eval/success_rate"] = ev["success_rate"]
@@ -144,7 +150,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
         history.append(row)
         if wandb_run is not None:
             wandb_run.log(row, step=step)
-        log(_progress(step, cfg.steps, row, t_start))
+        log(_progress(step, cfg.steps, row, t_start, steps_done=step - first_step + 1))
         if step > 0 and (step % cfg.save_freq == 0 or step == cfg.steps):
             save_state(run.ckpt, model, optimizer, step)
         reason = collapse_reason(history, cfg.steps, min_format_valid=cfg.stability.min_format_valid) if status == "done" else None
@@ -156,15 +162,14 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     return _summary(cfg, run, points, status, time.time() - t_start, history, collapse)
 
 
-def _progress(step: int, total: int, row: dict, t_start: float) -> str:
+def _progress(step: int, total: int, row: dict, t_start: float, *, steps_done: int) -> str:
     parts = [f"[train] step {step}/{total}"]
     for key, label in (("train/success_rate", "train"), ("eval/success_rate", "eval"),
                        ("actor/grad_norm", "gnorm"), ("rollout/format_valid_ratio", "fmt")):
         if key in row:
             parts.append(f"{label}={row[key]:.3f}")
-    elapsed = time.time() - t_start
-    if step > 0:
-        parts.append(f"eta={elapsed / step * (total - step):.0f}s")
+    if step > 0:  # ETA from this process's own pace (a resumed run skips the finished steps)
+        parts.append(f"eta={(time.time() - t_start) / steps_done * (total - step):.0f}s")
     return " ".join(parts)
 
 
