@@ -17,13 +17,7 @@ from arena.backends.embedded.tokenizer import build_tokenizer
 CORPUS = ["#####\n#_OX#\n<think>push box left</think><action>left</action>"] * 4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run as fast on one thread, and a busy 2-core box stalls 2-thread OpenMP."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_tiny_parameter_count_by_hand():

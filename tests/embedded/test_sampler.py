@@ -18,13 +18,7 @@ PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15, 16, 17], [5, 6, 7], [20, 21
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run as fast on one thread, and a busy 2-core box stalls 2-thread OpenMP."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def model():
