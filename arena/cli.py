@@ -94,7 +94,10 @@ def _train(args: Sequence[str]) -> int:
     """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>)."""
     from arena.backends.embedded.run import run_training
 
-    return run_training(_config(args))
+    cfg = _config(args)
+    if cfg.backend != "embedded":  # issue #7: verl registers our losses, but has no trainer entry yet
+        raise BadInput(f"backend={cfg.backend} cannot train yet (see `arena verl-config`); valid for train: embedded")
+    return run_training(cfg)
 
 
 def _bc(args: Sequence[str]) -> int:

@@ -75,7 +75,10 @@ def base_config(common: list[str], overrides: dict[str, Any], env: str) -> DictC
 
     key = (str(config_dir()), f"env={env}", *common, *override_strings(overrides))
     if key not in _COMPOSED:
-        _COMPOSED[key] = load_config(list(key[1:]))
+        cfg = load_config(list(key[1:]))
+        if cfg.backend != "embedded":  # issue #7: the verl backend has no trainer entry yet
+            raise ValueError(f"backend={cfg.backend} cannot run sweep cells yet; valid: embedded")
+        _COMPOSED[key] = cfg
     return _COMPOSED[key].copy()
 
 
