@@ -94,9 +94,13 @@ def _train(args: Sequence[str]) -> int:
     """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>)."""
     from arena.backends.embedded.run import run_training
 
+    from arena.config import BadConfig, check_trainable
+
     cfg = _config(args)
-    if cfg.backend != "embedded":  # issue #7: verl registers our losses, but has no trainer entry yet
-        raise BadInput(f"backend={cfg.backend} cannot train yet (see `arena verl-config`); valid for train: embedded")
+    try:
+        check_trainable(cfg)
+    except BadConfig as exc:
+        raise BadInput(str(exc)) from exc
     return run_training(cfg)
 
 

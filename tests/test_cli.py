@@ -17,8 +17,8 @@ def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
         (["frobnicate"], "valid: sweep, status"),
         (["methods", "method=gpro"], "valid: grpo"),
         (["train", "stepz=3"], "valid keys"),
-        (["train", "backend=verl"], "valid for train: embedded"),
-        (["sweep", "dimension=aggregation", "backend=verl", f"results_dir={tmp_path}"], "valid: embedded"),
+        (["train", "backend=verl"], "valid for train and sweep: embedded"),
+        (["sweep", "dimension=aggregation", "backend=verl", f"results_dir={tmp_path}"], "valid for train and sweep: embedded"),
         (["envs", "dance"], "valid subcommands: play, check"),
         (["envs", "check", "env=nope"], "valid: alfworld"),
     ]

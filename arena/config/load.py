@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .schema import CHOICES, FROM_PRESET, RunConfig
+from .schema import CHOICES, FROM_PRESET, TRAINABLE_BACKENDS, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
@@ -99,6 +99,13 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
             raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
     return cfg
+
+
+def check_trainable(cfg: DictConfig) -> None:
+    """BadConfig unless cfg.backend can run training here (CLI exit 2 before anything launches)."""
+    if cfg.backend not in TRAINABLE_BACKENDS:
+        raise BadConfig(f"backend={cfg.backend} cannot train yet (see `arena verl-config`); "
+                        f"valid for train and sweep: {', '.join(TRAINABLE_BACKENDS)}")
 
 
 def resolve_po(cfg: DictConfig):

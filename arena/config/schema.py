@@ -18,8 +18,9 @@ CHOICES = {
     "model.tokenizer": ("word", "bpe", "wordlevel"),
     "model.prompt_template": ("minimal", "compact", "full"),
     "search.mode": ("first", "best", "tpe"),
-    "po.agg_norm": ("global", "per_microbatch"),
 }
+# Backends whose runs `arena train` / `arena sweep` can launch today (verl: issue #7).
+TRAINABLE_BACKENDS = ("embedded",)
 
 # `po.seq_mask_delta` distinguishes "not set" (take the preset's) from null (off).
 FROM_PRESET = "preset"

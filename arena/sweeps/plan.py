@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from arena.config import cell_id, load_config
+from arena.config import cell_id, check_trainable, load_config
 from arena.runs import atomic_write_json
 
 from .grids import arm_overrides, override_strings
@@ -76,8 +76,7 @@ def base_config(common: list[str], overrides: dict[str, Any], env: str) -> DictC
     key = (str(config_dir()), f"env={env}", *common, *override_strings(overrides))
     if key not in _COMPOSED:
         cfg = load_config(list(key[1:]))
-        if cfg.backend != "embedded":  # issue #7: the verl backend has no trainer entry yet
-            raise ValueError(f"backend={cfg.backend} cannot run sweep cells yet; valid: embedded")
+        check_trainable(cfg)
         _COMPOSED[key] = cfg
     return _COMPOSED[key].copy()
 

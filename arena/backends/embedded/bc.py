@@ -20,6 +20,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from arena.agent.prompts import render_prompt, task_from_obs
 from arena.config import to_plain
+from arena.config.schema import CHOICES
 from arena.envs import make
 from arena.runs import atomic_write_json
 
@@ -152,15 +153,12 @@ def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
     return model_dir
 
 
-BC_SOURCES = ("expert", "rejection")
-
-
 def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
     """SFT on expert demos (a fresh model and tokenizer), or on the won rollouts of the model
     at `model.path` (bc.source=rejection)."""
     t0 = time.time()
-    if cfg.bc.source not in BC_SOURCES:
-        raise ValueError(f"unknown bc.source {cfg.bc.source!r}; valid: {', '.join(BC_SOURCES)}")
+    if cfg.bc.source not in CHOICES["bc.source"]:
+        raise ValueError(f"unknown bc.source {cfg.bc.source!r}; valid: {', '.join(CHOICES['bc.source'])}")
     if cfg.bc.source == "rejection":
         if not cfg.model.path:
             raise ValueError("bc.source=rejection filters the rollouts of an existing model: set model.path")

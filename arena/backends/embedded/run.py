@@ -7,7 +7,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from arena.config import cell_id
+from arena.config import cell_id, check_trainable
 from arena.runs import RunFolder
 from arena.runs.wandb_log import init_wandb
 
@@ -26,8 +26,7 @@ def run_training(cfg, log=print) -> int:
     from .bc import load_initial_model
     from .trainer import train
 
-    if cfg.backend != "embedded":
-        raise NotImplementedError(f"backend={cfg.backend!r} is not available yet; valid here: embedded")
+    check_trainable(cfg)
     run = RunFolder(run_dir(cfg)).create()
     if run.done:
         log(f"[train] already done: {run.summary_file}")
