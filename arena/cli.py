@@ -91,9 +91,8 @@ def _config(args: Sequence[str]):
 
 
 def _train(args: Sequence[str]) -> int:
-    """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>)."""
-    from arena.backends.embedded.run import run_training
-
+    """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>),
+    on the backend `backend=` names (embedded | verl)."""
     from arena.config import BadConfig, check_trainable
 
     cfg = _config(args)
@@ -101,6 +100,10 @@ def _train(args: Sequence[str]) -> int:
         check_trainable(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
+    if cfg.backend == "verl":
+        from arena.backends.verl.main import run_training
+    else:
+        from arena.backends.embedded.run import run_training
     return run_training(cfg)
 
 

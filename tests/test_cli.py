@@ -1,5 +1,7 @@
 """The `arena` CLI grammar (decisions §F): exit 0 on success, 2 on bad input with the valid
 choices listed, and nothing launched on bad input."""
+import importlib.util
+
 from arena.cli import main
 from arena.po.methods import METHODS
 
@@ -17,12 +19,15 @@ def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
         (["frobnicate"], "valid: sweep, status"),
         (["methods", "method=gpro"], "valid: grpo"),
         (["train", "stepz=3"], "valid keys"),
-        (["train", "backend=verl"], "valid for train and sweep: embedded"),
-        (["sweep", "dimension=aggregation", "backend=verl", f"results_dir={tmp_path}"], "valid for train and sweep: embedded"),
+        (["train", "backend=jax"], "valid: embedded, verl"),
         (["envs", "dance"], "valid subcommands: play, check"),
         (["envs", "check", "env=nope"], "valid: alfworld"),
     ]
+    if importlib.util.find_spec("vllm") is None:  # backend=verl: what is missing, before anything launches
+        missing = "backend=verl cannot run here; missing: vllm"
+        cases += [(["train", "backend=verl", f"out={tmp_path / 'run'}"], missing),
+                  (["sweep", "dimension=aggregation", "backend=verl", f"results_dir={tmp_path}"], missing)]
     for argv, fragment in cases:
         assert main(argv) == 2, argv
         assert fragment in capsys.readouterr().err, argv
-    assert not (tmp_path / "sweeps").exists()  # nothing was launched
+    assert not (tmp_path / "sweeps").exists() and not (tmp_path / "run").exists()  # nothing was launched

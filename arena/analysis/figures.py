@@ -1,7 +1,8 @@
 """The paper's figures from the tidy and runs frames (matplotlib, Agg backend; PNG and PDF).
 
-Fig 3 (training dynamics) and Fig 4 (IS analysis): one figure per env, one line per arm = the
-mean over seeds at each step, with a band of mean ± std over seeds:
+Fig 3 (training dynamics: held-out greedy eval success first, then the training signals) and
+Fig 4 (IS analysis): one figure per env, one line per arm = the mean over seeds at each step
+(eval panels have points only at eval steps), with a band of mean ± std over seeds:
     band(step) = mean_s v_s(step) ± std_s v_s(step)   (ddof=0, so one seed gives a zero band)
 Stability: one panel per env; each run's var_last20 against the arm, the line theta, and each
 run's binomial noise floor p(1-p)/n_eval. Each function returns the Figure (tests read its axes).
@@ -21,7 +22,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 # (metric key, panel title, y label)
 FIG3_PANELS = (
-    ("train/success_rate", "Success rate", "success rate"),
+    ("eval/success_rate", "Eval success (greedy)", "success rate"),
+    ("train/success_rate", "Train success (sampled)", "success rate"),
     ("actor/off_policy_kl", "Off-policy KL", "KL(old || current)"),
     ("actor/kl_ref", "KL to reference", "KL to ref"),
     ("actor/grad_norm", "Grad norm", "grad norm"),
@@ -46,7 +48,8 @@ def _dynamics(tidy: pd.DataFrame, env: str, panels, title: str, arm_order=None) 
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 2.8), squeeze=False)
     data = tidy[tidy["env"] == env]
     arms = _ordered(data["arm"].unique(), arm_order)
-    colours = {a: plt.get_cmap("tab10")(i % 10) for i, a in enumerate(arms)}
+    palette = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20")  # no colour shared by two arms up to 20
+    colours = {a: palette(i % palette.N) for i, a in enumerate(arms)}
     for ax, (metric, panel_title, ylabel) in zip(axes[0], panels):
         rows = data[data["metric"] == metric]
         for arm in arms:
@@ -63,10 +66,11 @@ def _dynamics(tidy: pd.DataFrame, env: str, panels, title: str, arm_order=None) 
         ax.set_xlabel(X_LABEL)
         ax.set_ylabel(ylabel)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    if handles:  # one legend column per 8 arms, right of the panels (never over the axis labels)
+        fig.legend(handles, labels, loc="center right", ncol=1 + (len(labels) - 1) // 8, fontsize=8, frameon=False)
     fig.suptitle(f"{title} — {env}", fontsize=10)
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.3, top=0.82, wspace=0.45)  # fixed: tight_layout is slow
+    legend_width = 0.07 * (1 + (len(labels) - 1) // 8) if handles else 0.0
+    fig.subplots_adjust(left=0.06, right=0.99 - legend_width, bottom=0.18, top=0.82, wspace=0.45)  # fixed: tight_layout is slow
     return fig
 
 

@@ -19,8 +19,9 @@ CHOICES = {
     "model.prompt_template": ("minimal", "compact", "full"),
     "search.mode": ("first", "best", "tpe"),
 }
-# Backends whose runs `arena train` / `arena sweep` can launch today (verl: issue #7).
-TRAINABLE_BACKENDS = ("embedded",)
+# Backends whose runs `arena train` / `arena sweep` can launch (verl also needs its packages:
+# `check_trainable`, and a GPU at run time: arena.backends.verl.main).
+TRAINABLE_BACKENDS = ("embedded", "verl")
 
 # `po.seq_mask_delta` distinguishes "not set" (take the preset's) from null (off).
 FROM_PRESET = "preset"

@@ -5,6 +5,7 @@ traceback goes to `<cell>/error.txt`."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -14,6 +15,20 @@ from .ledger import BUSY, DONE, FAILED, CellLock
 
 
 def default_train_fn(cfg) -> int:
+    """Train one cell with its backend. verl cells run in a child process
+    (`python -m arena.backends.verl.main <cell>/verl_cell.yaml`): a local worker runs cell after
+    cell in one process, and each verl run starts and stops its own Ray head and vLLM servers,
+    which must not outlive (or leak into) the next cell."""
+    if cfg.backend == "verl":
+        import subprocess
+
+        from omegaconf import OmegaConf
+
+        cell_dir = Path(cfg.out)
+        cell_dir.mkdir(parents=True, exist_ok=True)
+        config_file = cell_dir / "verl_cell.yaml"
+        config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        return subprocess.run([sys.executable, "-m", "arena.backends.verl.main", str(config_file)]).returncode
     from arena.backends.embedded.run import run_training
 
     return run_training(cfg)
@@ -26,17 +41,17 @@ def default_bc_fn(cfg):
 
 
 def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
-    """Provenance env vars from the driver, and the torch thread count of this job."""
+    """Provenance env vars from the driver, and the torch thread count of this job.
+
+    torch reads OMP_NUM_THREADS when it is first imported (by the train fn), so the job itself
+    doesn't import torch (~2-3 s); only a torch imported already gets set_num_threads."""
     os.environ.update(env)
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)
         os.environ["MKL_NUM_THREADS"] = str(threads)
-        try:
-            import torch
-
+        torch = sys.modules.get("torch")
+        if torch is not None:
             torch.set_num_threads(threads)
-        except ImportError:
-            pass
 
 
 def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,

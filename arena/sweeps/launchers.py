@@ -91,7 +91,8 @@ def _settings(launcher: str, cfg: Mapping[str, Any] | None) -> dict:
 def job_parallelism(launcher: str, *, cfg: Mapping[str, Any] | None = None, cpus: int | None = None) -> int:
     """How many jobs the driver should keep running at once on this launcher.
 
-    local: cores // cpus-per-job (at least 1); debug: 1; slurm: array_parallelism.
+    local: cores // cpus-per-job (at least 1) workers, each running cell after cell (pool.py);
+    debug: 1; slurm: array_parallelism (one job per cell).
     """
     settings = _settings(launcher, cfg)
     if settings["kind"] == "debug":

@@ -28,7 +28,7 @@ def heartbeat_period() -> float:
     return float(os.environ.get("ARENA_HEARTBEAT_S", "10"))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -50,7 +50,7 @@ def heartbeat_is_live(cell_dir: Path, *, period: float | None = None, now: float
     if age >= 3 * period:
         return False
     if host == socket.gethostname():
-        return int(pid) != os.getpid() and _pid_alive(int(pid))
+        return int(pid) != os.getpid() and pid_alive(int(pid))
     return True
 
 
@@ -76,6 +76,27 @@ def cell_state(cell_dir: str | Path) -> str:
     if (cell_dir / "error.txt").exists():
         return FAILED
     return MISSING
+
+
+def settle_waiting(waiting: dict, outcome: dict, requeues: dict, max_requeues: int) -> list:
+    """The cells a driver waits on because another process held them (busy): record DONE or
+    FAILED from disk, and return those whose holder died without a trace (MISSING), to run
+    again; a cell requeued more than `max_requeues` times counts as FAILED instead.
+    `waiting` ({cell_id: cell with .out}), `outcome` and `requeues` are updated in place."""
+    rerun = []
+    for cid, cell in list(waiting.items()):
+        state = cell_state(cell.out)
+        if state in (DONE, FAILED):
+            outcome[cid] = state
+            del waiting[cid]
+        elif state == MISSING:
+            del waiting[cid]
+            requeues[cid] = requeues.get(cid, 0) + 1
+            if requeues[cid] > max_requeues:
+                outcome[cid] = FAILED
+            else:
+                rerun.append(cell)
+    return rerun
 
 
 class CellLock:

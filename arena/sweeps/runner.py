@@ -1,6 +1,9 @@
 """The driver loop: launch the cells that are not done, keep `parallel` jobs in flight, wait
 for cells held by other live processes, and print progress (done/running/failed, ETA).
 
+With a `pool_dir` (the local launcher) the jobs are workers that each run many cells
+(pool.py, worker.py); otherwise (debug, SLURM) each job runs one cell.
+
 The driver holds no lock: each job locks its own cell (ledger.py), so a killed driver, or two
 drivers at once, never run a cell twice. A job that finds its cell busy returns "busy"; the
 driver then waits for that cell's summary.json or error.txt.
@@ -13,10 +16,16 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .job import run_bc, run_cell
-from .ledger import BUSY, DONE, FAILED, MISSING, cell_state
+from .ledger import BUSY, DONE, FAILED, cell_state, settle_waiting
 from .plan import Cell
 
 POLL_S = 0.2
+
+
+def wait_done(job, poll_s: float = 0.02) -> None:
+    """Until the job ended (submitit's own wait() polls once a second)."""
+    while not job.done():
+        time.sleep(poll_s)
 
 
 def provenance_env() -> dict[str, str]:
@@ -81,14 +90,22 @@ def run_bc_stage(cfgs: list, *, executor, env: dict, threads: int, bc_fn: Option
     jobs = [_submit(executor, functools.partial(run_bc, cfg, env=env, threads=threads, bc_fn=bc_fn)) for cfg in cfgs]
     if wait:
         for job in jobs:
+            wait_done(job)
             log(f"[sweep] BC stage: {job.result()}")
     return jobs
 
 
 def run_cells(cells: list[Cell], *, executor, parallel: int, env: dict, threads: Optional[int] = None,
               train_fn: Optional[Callable] = None, fail_fast: bool = False, progress_s: float = 30.0,
-              log: Callable = print, max_requeues: int = 3) -> dict[str, str]:
-    """Run every cell that is not done; returns {cell_id: "done" | "failed" | "cancelled"}."""
+              log: Callable = print, max_requeues: int = 3, pool_dir: Optional[Path] = None) -> dict[str, str]:
+    """Run every cell that is not done; returns {cell_id: "done" | "failed" | "cancelled"}.
+    With `pool_dir`, `parallel` workers run the cells (pool.run_pool); else one job per cell."""
+    if pool_dir is not None:
+        from .pool import run_pool
+
+        return run_pool(cells, executor=executor, pool_dir=pool_dir, parallel=parallel, env=env, threads=threads,
+                        train_fn=train_fn, fail_fast=fail_fast, progress=Progress(len(cells), parallel, progress_s, log),
+                        max_requeues=max_requeues)
     outcome: dict[str, str] = {}
     pending: list[Cell] = []
     for cell in cells:
@@ -122,18 +139,7 @@ def run_cells(cells: list[Cell], *, executor, parallel: int, env: dict, threads:
             else:
                 outcome[cid] = result
                 progress.durations.append(time.time() - t0)
-        for cid, cell in list(waiting.items()):
-            state = cell_state(cell.out)
-            if state in (DONE, FAILED):
-                outcome[cid] = state
-                del waiting[cid]
-            elif state == MISSING:  # its holder died without a trace: launch it ourselves
-                del waiting[cid]
-                requeues[cid] = requeues.get(cid, 0) + 1
-                if requeues[cid] > max_requeues:
-                    outcome[cid] = FAILED
-                else:
-                    pending.append(cell)
+        pending.extend(settle_waiting(waiting, outcome, requeues, max_requeues))  # holder died: launch it ourselves
         if fail_fast and failed():
             for cid, (cell, job, _) in running.items():
                 job.cancel()

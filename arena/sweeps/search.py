@@ -115,10 +115,16 @@ def one_search(plan: SweepPlan, arm: dict, env: str, log: Callable) -> Generator
                                                                         optuna.trial.TrialState.FAIL))}
     results: dict[int, dict] = {i: dict(t.user_attrs["result"]) for i, t in finished.items()}
     order = list(range(len(points)))
+    # trials a killed search left RUNNING: their points are finished first, in the same trials
+    stale = sorted({t.params["point"] for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+                    if "point" in t.params} - set(results))
     budget = min(int(search_cfg.trials), len(points)) if mode == "tpe" else len(points)
     redraws = 0
     while len(results) < budget:
-        if mode == "tpe" and results and redraws < 10 * budget:
+        if stale:
+            point = stale.pop(0)
+            trial = _trial_for(study, point, len(points))
+        elif mode == "tpe" and results and redraws < 10 * budget:
             trial = study.ask()
             point = trial.suggest_categorical("point", order)
             if point in results:  # TPE drew a finished point: evaluate nothing, draw again

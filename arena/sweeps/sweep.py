@@ -124,8 +124,11 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
         from .runner import _after
 
         _after(executor, [j.job_id for j in bc_jobs])
+    # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
+    pool_dir = plan.sweep_dir / "jobs" / "pool" if kind == "local" else None
     run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731
-                                  train_fn=train_fn, fail_fast=options.fail_fast, progress_s=options.progress_s, log=log)
+                                  train_fn=train_fn, fail_fast=options.fail_fast, progress_s=options.progress_s, log=log,
+                                  pool_dir=pool_dir)
     if plan.cells and plan.cells[0].cfg.search.enabled:
         from .search import search_then_report
 

@@ -17,7 +17,8 @@ def _panels(fig):
 def test_training_dynamics_panels(tidy):
     fig = F.training_dynamics_figure(tidy, "sokoban", arm_order=GRID)
     assert matplotlib.get_backend().lower() == "agg"
-    assert _panels(fig) == [("Success rate", "step", "success rate"), ("Off-policy KL", "step", "KL(old || current)"),
+    assert _panels(fig) == [("Eval success (greedy)", "step", "success rate"),
+                            ("Train success (sampled)", "step", "success rate"), ("Off-policy KL", "step", "KL(old || current)"),
                             ("KL to reference", "step", "KL to ref"), ("Grad norm", "step", "grad norm"),
                             ("Format-valid ratio", "step", "format-valid ratio")]
     success = fig.axes[0]
@@ -26,6 +27,10 @@ def test_training_dynamics_panels(tidy):
     # gspo's line is the seed mean of final*step/10 at step 10: mean(0.55, 0.65, 0.75) = 0.65
     gspo = next(line for line in success.get_lines() if line.get_label() == "gspo")
     assert gspo.get_ydata()[-1] == pytest.approx(0.65, rel=1e-12)
+    # the eval panel has points only at the eval steps of synthetic.py: 0, 8, 9, 10
+    assert list(gspo.get_xdata()) == [0, 8, 9, 10]
+    train = next(line for line in fig.axes[1].get_lines() if line.get_label() == "gspo")
+    assert list(train.get_xdata()) == list(range(11))  # train rows at every step 0..10
     matplotlib.pyplot.close(fig)
 
 

@@ -23,7 +23,7 @@ def test_spec_has_table_and_figure_panels_per_grouping(spec):
     assert {"po.clipping", "po.advantage"} <= {g["groupby"][0] for g in grids}
     assert all(g["groupby"][1] == "env.name" for g in grids)
     assert [g["figure"] for g in grids[:2]] == ["3", "4"]
-    assert [p["y"] for p in grids[0]["panels"]] == ["train/success_rate", "actor/off_policy_kl", "actor/kl_ref",
+    assert [p["y"] for p in grids[0]["panels"]] == ["eval/success_rate", "train/success_rate", "actor/off_policy_kl", "actor/kl_ref",
                                                     "actor/grad_norm", "rollout/format_valid_ratio"]
     assert [p["y"] for p in grids[1]["panels"]] == ["actor/clipfrac_pos_adv", "actor/clipfrac_neg_adv", "actor/masked_seqs"]
     assert all(p["x"] == "step" and p["type"] == "line" for g in grids for p in g["panels"])

@@ -52,3 +52,34 @@ def test_kill_driver_then_rerun_runs_each_cell_once(tmp_path):
     assert rerun.returncode == 0, out
     calls, done = _calls_per_cell(tmp_path, "advantage-smoke")
     assert calls == [1] * 6 and all(done)
+
+
+def test_killed_worker_fails_its_cell_and_the_rest_finish(tmp_path):
+    """kill -9 the worker running a cell: that cell fails ("the job died", exit 1), every other
+    cell finishes once (a new worker takes the place of the dead one); the rerun runs only it."""
+    args = ["dimension=advantage", "seeds=2", "launcher=local", "progress_s=1", f"results_dir={tmp_path}", "budget=smoke"]
+    driver = _driver(args, _env(3))
+    cells = tmp_path / "sweeps" / "advantage-smoke" / "cells"
+    deadline, victim = time.time() + 120, None
+    while time.time() < deadline and victim is None:
+        for hb in cells.glob("*/.heartbeat"):
+            try:
+                victim = (hb.parent, int(hb.read_text().split()[1]))
+            except (OSError, IndexError, ValueError):
+                continue
+            break
+        time.sleep(0.1)
+    assert victim, "no cell started"
+    os.kill(victim[1], signal.SIGKILL)  # the worker process (it holds the cell's lock)
+    out = driver.communicate(timeout=240)[0]
+    assert driver.returncode == 1, out
+    assert "the job died" in (victim[0] / "error.txt").read_text()
+    m = json.loads((tmp_path / "sweeps" / "advantage-smoke" / "manifest.json").read_text())
+    killed = [c["cell_id"] == victim[0].name for c in m["cells"]]
+    calls, done = _calls_per_cell(tmp_path, "advantage-smoke")
+    assert calls == [1] * 6 and done == [not k for k in killed]
+    rerun = _driver(args, _env(0))
+    out = rerun.communicate(timeout=240)[0]
+    assert rerun.returncode == 0, out
+    calls, done = _calls_per_cell(tmp_path, "advantage-smoke")
+    assert calls == [1 + k for k in killed] and all(done)

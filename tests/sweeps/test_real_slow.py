@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _sweep(args, **kw):
+def _sweep(args, env=None, **kw):
     cmd = [sys.executable, "-c", "import sys; from arena.sweeps.cli import sweep_main; sys.exit(sweep_main(sys.argv[1:]))", *args]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "WANDB_MODE": "disabled"}, **kw)
+                            env={**os.environ, "WANDB_MODE": "disabled", **(env or {})}, **kw)
 
 
 def test_main_job_is_clipping_smoke(tmp_path):
@@ -56,3 +56,33 @@ def test_kill_training_process_after_checkpoint_resumes(tmp_path):
     assert rerun.returncode == 0, out[-4000:]
     steps = [json.loads(x)["step"] for x in (victim[0] / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert steps == sorted(set(steps)) and steps[-1] == 6  # resumed: every step once
+
+
+def _metrics(cell):
+    """metrics.jsonl rows without the wall-clock fields (perf/*)."""
+    rows = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
+
+
+def test_a_cell_after_another_in_one_worker_matches_a_fresh_worker(tmp_path):
+    """A local worker runs cell after cell in one process: grpo_st run second (after grpo, one
+    worker) logs the same metrics, value for value, as grpo_st run first in a fresh worker."""
+    grid = tmp_path / "only_st.yaml"
+    grid.write_text("arms:\n  - {name: grpo_st, po.method: grpo_st}\n")
+    env = {"ARENA_MAX_PARALLEL": "1"}
+    second = _sweep(["dimension=aggregation", "budget=smoke", "seeds=1", f"results_dir={tmp_path / 'a'}"], env=env)
+    out = second.communicate(timeout=1800)[0]
+    assert second.returncode == 0, out[-4000:]
+    first = _sweep([f"grid={grid}", "budget=smoke", "seeds=1", f"results_dir={tmp_path / 'b'}"], env=env)
+    out = first.communicate(timeout=1800)[0]
+    assert first.returncode == 0, out[-4000:]
+    ma = json.loads((tmp_path / "a" / "sweeps" / "aggregation-smoke" / "manifest.json").read_text())
+    mb = json.loads((tmp_path / "b" / "sweeps" / "only_st-smoke" / "manifest.json").read_text())
+    cell_a = next(c["cell_id"] for c in ma["cells"] if c["arm"] == "grpo_st")
+    assert cell_a == mb["cells"][0]["cell_id"]  # the same config
+    claims = list((tmp_path / "a" / "sweeps" / "aggregation-smoke" / "jobs" / "pool").glob("*/q0/claims/*"))
+    assert sorted(c.read_text() for c in claims) == ["w0", "w0"]  # both cells in one worker, one process
+    rows_a = _metrics(tmp_path / "a" / "sweeps" / "aggregation-smoke" / "cells" / cell_a)
+    rows_b = _metrics(tmp_path / "b" / "sweeps" / "only_st-smoke" / "cells" / cell_a)
+    # smoke: steps=3 and test_freq=1, so rows for the initial eval (step 0) and steps 1, 2, 3
+    assert [r["step"] for r in rows_a] == [0, 1, 2, 3] and rows_a == rows_b

@@ -1,7 +1,7 @@
 """verl's `workers/utils/losses.py::ppo_loss` (the engine's loss) with loss_mode "arena", called
-directly on a hand-built TensorDict (the FSDP engine's `train_batch` is not run on CPU here:
-see arena/backends/verl/__init__.py). Total = PG + kl_coef*KL - entropy_coeff*H equals arena's
-`objective`, in value and in gradient."""
+directly on a hand-built TensorDict, so value and gradient can be compared exactly: total =
+PG + kl_coef*KL - entropy_coeff*H equals arena's `objective`. The same loss run through the FSDP
+engine's `train_batch` on CPU (one-process gloo group) is tests/verl/test_engine_train_batch.py."""
 import pytest
 import torch
 

@@ -1,0 +1,134 @@
+"""`ArenaAgentLoop`: one arena episode per verl prompt, registered as "arena_agent".
+
+verl's `AgentLoopWorker` instantiates the loop once per prompt sample and awaits
+`run(sampling_params, **row)`, where `row` is that sample's `non_tensor_batch` entries (the
+dataset columns, `uid`, `index`, ...). The loop plays one episode of our environment with our
+agent protocol, one LLM call per turn through verl's server handle:
+
+    prompt_k = render_prompt(obs_k, history, k)                 (arena/agent/prompts.py)
+    ids_k    = tokenizer.encode(prompt_k, add_special_tokens=False)   (as the embedded sampler)
+    out_k    = await server_manager.generate(request_id, prompt_ids=ids_k, sampling_params)
+    text_k   = tokenizer.decode(out_k.token_ids, skip_special_tokens=True)
+    project text_k, step the env, record the turn             (arena/agent/rollout._play_turn)
+
+and returns one `AgentLoopOutput` (verl holds one sample per prompt) whose
+`extra_fields["arena_turns"]` is the list of per-turn records (`TURN_KEYS`) and
+`extra_fields["arena_episode"]` the trajectory values (`EPISODE_KEYS`). The trainer subclass
+fans them out into one actor row per turn (`fan_out.py`). The output's own ids are the last
+turn's (verl pads them into its per-prompt batch; they are not trained on);
+`reward_score` = the episode return (so verl's reward loop is not called) and
+`reward_extra_info["acc"]` = won (verl's validation reports it as `val-core/<src>/acc/mean@k`,
+which `run_folder` maps to eval/success_rate).
+
+Seed of the episode: the row's `arena_seed` (set by the trainer on resampling tries), else
+`extra_info["seed"]`, else the row's `index`. Settings are keyword arguments of the
+constructor; verl passes the extra keys of an `agent_loop_config_path` entry
+(`{name: arena_agent, _target_: ..., env_name: sokoban, env_kwargs: {...}, ...}`) to it.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    _agent_loop_registry,
+    register,
+)
+
+from arena.agent.prompts import render_prompt, task_from_obs
+from arena.agent.rollout import _fail, _play_turn, _Trajectory, _turn_limit
+from arena.envs import make
+
+from .verl_config import AGENT_LOOP_NAME
+
+# one record per turn, in turn order
+TURN_KEYS = ("anchor_obs", "turn_reward", "format_valid", "action_valid", "text", "prompt_ids", "response_ids", "logp")
+# one per trajectory
+EPISODE_KEYS = ("seed", "episode_return", "won", "errored", "penalty_coef", "errors")
+
+
+def episode_seed(row: dict) -> int:
+    """The row's task seed: `arena_seed`, else `extra_info["seed"]`, else `index`."""
+    if row.get("arena_seed") is not None:
+        return int(row["arena_seed"])
+    extra = row.get("extra_info") or {}
+    if isinstance(extra, dict) and extra.get("seed") is not None:
+        return int(extra["seed"])
+    if row.get("index") is not None:
+        return int(row["index"])
+    raise ValueError(f"arena_agent: the row has no task seed; give one of arena_seed, extra_info.seed, index "
+                     f"(row keys: {sorted(row)})")
+
+
+def _records(traj: _Trajectory) -> list[dict]:
+    """The trajectory's rows as plain dicts (picklable: they cross Ray)."""
+    out = []
+    for anchor, reward, fmt, act, (text, prompt_ids, token_ids, logp) in traj.rows:
+        out.append(dict(zip(TURN_KEYS, (anchor, float(reward), bool(fmt), bool(act), text,
+                                        list(prompt_ids), list(token_ids), list(logp)))))
+    return out
+
+
+@register(AGENT_LOOP_NAME)
+class ArenaAgentLoop(AgentLoopBase):
+    def __init__(self, *args, env_name: str = "sokoban", env_kwargs: Optional[dict] = None,
+                 penalty_coef: float = 0.1, history_length: int = 2, template: str = "compact",
+                 max_turns: Optional[int] = None, max_new_tokens: Optional[int] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.env = make(env_name, **dict(env_kwargs or {}))
+        self.penalty_coef, self.history_length, self.template = float(penalty_coef), int(history_length), template
+        self.max_turns = max_turns
+        self.max_new_tokens = int(max_new_tokens or self.rollout_config.response_length)
+
+    async def run(self, sampling_params: dict[str, Any], **row) -> AgentLoopOutput:
+        seed = episode_seed(row)
+        traj = _Trajectory(self.env, seed, 0, _turn_limit(self.env, self.max_turns))
+        errors: list[str] = []
+        try:
+            traj.obs, info = self.env.reset(seed)
+            traj.admissible = info.get("admissible_actions")
+            traj.task = str(info.get("task") or task_from_obs(traj.obs))
+        except Exception as exc:  # noqa: BLE001 - env failures are isolated (as in rollout.py)
+            _fail(traj, "reset", 0, exc, errors)
+        params = {**sampling_params, "max_tokens": self.max_new_tokens}
+        request_id = uuid4().hex  # one sticky session per episode
+        generate_seconds, turn = 0.0, 0
+        last_prompt, last_response, last_logp = [], [], []
+        while not traj.done and turn < traj.limit:
+            prompt = render_prompt(
+                getattr(self.env, "name", ""), getattr(self.env, "instruction", ""), traj.obs, traj.history, turn,
+                traj.admissible, task=traj.task, history_length=self.history_length, template=self.template,
+            )
+            prompt_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+            t0 = time.perf_counter()
+            out = await self.server_manager.generate(request_id, prompt_ids=prompt_ids, sampling_params=params)
+            generate_seconds += time.perf_counter() - t0
+            token_ids = list(out.token_ids)[: self.max_new_tokens]
+            logp = list(out.log_probs)[: len(token_ids)] if out.log_probs else [0.0] * len(token_ids)
+            text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+            _play_turn(traj, (text, prompt_ids, token_ids, logp), turn, errors)
+            last_prompt, last_response, last_logp = prompt_ids, token_ids, logp
+            turn += 1
+        episode = dict(zip(EPISODE_KEYS, (seed, float(traj.episode_return), bool(traj.won), bool(traj.errored),
+                                          self.penalty_coef, errors)))
+        return AgentLoopOutput(
+            prompt_ids=self._cap_text_prompt_length(list(last_prompt)),
+            response_ids=list(last_response),
+            response_mask=[1] * len(last_response),
+            response_logprobs=list(last_logp) if sampling_params.get("logprobs") else None,
+            reward_score=0.0 if traj.errored else float(traj.episode_return),
+            num_turns=2 * len(traj.rows),
+            metrics=AgentLoopMetrics(generate_sequences=generate_seconds),
+            extra_fields={"arena_turns": _records(traj), "arena_episode": episode,
+                          "reward_extra_info": {"acc": float(traj.won)}, "turn_scores": [], "tool_rewards": []},
+        )
+
+
+def is_registered() -> bool:
+    """True iff verl's agent-loop registry maps AGENT_LOOP_NAME to this class."""
+    entry = _agent_loop_registry.get(AGENT_LOOP_NAME) or {}
+    return entry.get("_target_") == f"{ArenaAgentLoop.__module__}.{ArenaAgentLoop.__qualname__}"

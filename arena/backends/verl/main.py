@@ -1,0 +1,197 @@
+"""`arena train backend=verl`: config -> run folder -> private Ray head -> verl's PPO loop.
+
+Same contract as `arena.backends.embedded.run.run_training`: returns 0 when the run finished
+(or was already finished: summary.json present), 1 when training failed (traceback in
+error.txt), and 2, with what is missing or wrong and without a traceback, when the run cannot
+start here (verl, ray or vllm not installed, no GPU, a bad config). config.yaml is written
+first; summary.json last and atomically (`VerlRunWriter.finish`), after verl's loop returned.
+
+Ray: with $RAY_ADDRESS set (the multi-node script, templates/ray_on_slurm.sbatch) the run joins
+that cluster; otherwise it starts its own head on free ports with its own temp dir
+(`ray_head.RayHead`) and stops it afterwards. verl's `run_ppo` then calls `ray.init()`, which
+connects to $RAY_ADDRESS, with verl's runtime env plus ours (W&B grouping, run folder).
+
+verl's dataset files (dataset.py): <run>/verl_data/{train,val}.parquet, one row per episode seed,
+and agent_loop.yaml (the "arena_agent" settings); the verl config points at them
+(`data.train_files`, `data.val_files`, `rollout.agent.agent_loop_config_path`).
+
+The trainer subclass gets the run folder as $ARENA_RUN_DIR (and as the parent of
+`trainer.default_local_dir`); `arena_trainer_kwargs` builds its run writer and arena settings
+from config.yaml there. Its fit() appends metrics rows and writes summary.json; if it returned
+without one, run_training writes it from metrics.jsonl.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from arena.config import BadConfig, cell_id, check_trainable
+from arena.runs import RunFolder
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def run_dir(cfg) -> Path:
+    from arena.backends.embedded.run import run_dir as embedded_run_dir
+
+    return embedded_run_dir(cfg)  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
+
+
+def runtime_overrides(cfg, run: RunFolder) -> dict:
+    """verl keys known only at run time: the run's node and GPU counts, its folder, its W&B name."""
+    from arena.runs.wandb_log import wandb_init_kwargs
+
+    from .launch import gpus_per_node, node_count
+
+    return {
+        "trainer.use_v1": False,  # ArenaRayPPOTrainer extends RayPPOTrainer (verl's v0 loop)
+        "trainer.nnodes": node_count(),
+        "trainer.n_gpus_per_node": gpus_per_node(),
+        "trainer.default_local_dir": str(run.ckpt),
+        "trainer.experiment_name": wandb_init_kwargs(cfg, cell_id(cfg), run.path)["name"],
+    }
+
+
+def worker_env(cfg, run: RunFolder) -> dict[str, str]:
+    """Env vars for verl's Ray actors: W&B grouping as arena's own runs (wandb reads WANDB_*;
+    verl's Tracking passes only project, name and entity), and the run folder."""
+    from arena.runs.wandb_log import wandb_init_kwargs
+
+    kw = wandb_init_kwargs(cfg, cell_id(cfg), run.path)
+    mode = kw["mode"] if cfg.wandb.enabled and os.environ.get("WANDB_MODE") != "disabled" else "disabled"
+    env = {"WANDB_RUN_GROUP": kw["group"], "WANDB_RUN_ID": kw["id"], "WANDB_RESUME": kw["resume"],
+           "WANDB_JOB_TYPE": kw["job_type"], "WANDB_TAGS": ",".join(kw["tags"]), "WANDB_DIR": kw["dir"],
+           "WANDB_MODE": mode, "ARENA_RUN_DIR": str(run.path)}
+    if kw["entity"]:
+        env["WANDB_ENTITY"] = str(kw["entity"])
+    return env
+
+
+def checkpoint_step(ckpt_dir: Path) -> int:
+    """The step verl resumes from (its latest_checkpointed_iteration.txt), -1 without one: then
+    the run restarts from scratch and every metrics row of an earlier attempt is dropped."""
+    tracker = Path(ckpt_dir) / "latest_checkpointed_iteration.txt"
+    return int(tracker.read_text().strip()) if tracker.exists() else -1
+
+
+def arena_trainer_kwargs(run_path) -> dict:
+    """ArenaRayPPOTrainer's arena arguments, from the run folder's config.yaml (written first by
+    run_training; read in verl's TaskRunner actor, which gets only the verl config)."""
+    from omegaconf import OmegaConf
+
+    from arena.config import resolve_po
+
+    from .run_folder import VerlRunWriter
+
+    run = RunFolder(run_path)
+    config_yaml = run.config_file.read_text()
+    cfg = OmegaConf.create(config_yaml)
+    po = resolve_po(cfg)
+    writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
+                           n_eval=cfg.eval.n, cell_id=cell_id(cfg))
+    return {"run_writer": writer, "config_yaml": config_yaml, "filtering": po.filtering,
+            "filter_hp": po.member_hp("filtering"), "advantage_hp": po.member_hp("advantage"), "seed": int(cfg.seed)}
+
+
+@contextmanager
+def ray_cluster(run: RunFolder, log=print) -> Iterator[str]:
+    """$RAY_ADDRESS when set; else a private head for this job (stopped on exit)."""
+    import ray
+
+    if os.environ.get("RAY_ADDRESS"):
+        yield os.environ["RAY_ADDRESS"]
+        return
+    from .launch import gpus_per_node
+    from .ray_head import RayHead, ray_temp_dir
+
+    cpus = int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1)
+    with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus_per_node()) as head:
+        log(f"[train] Ray head {head.address}, temp dir {head.temp_dir}")
+        os.environ["RAY_ADDRESS"] = head.address
+        try:
+            yield head.address
+        except BaseException:
+            log(f"[train] Ray logs kept in {head.temp_dir}")
+            raise
+        finally:
+            os.environ.pop("RAY_ADDRESS", None)
+            ray.shutdown()
+        head.stop()
+        shutil.rmtree(head.temp_dir, ignore_errors=True)  # a finished run's Ray logs are not kept
+
+
+def _cannot_start(run: RunFolder, message: str, log) -> int:
+    log(f"[train] {message}")
+    if run.path.exists():  # e.g. a sweep cell's folder: record why, as a failed run would
+        run.write_error(message + "\n")
+    return EXIT_BAD_INPUT
+
+
+def run_training(cfg, log=print) -> int:
+    from omegaconf import OmegaConf, open_dict
+
+    from .launch import describe_missing, missing_for_training
+
+    run = RunFolder(run_dir(cfg))
+    try:
+        check_trainable(cfg)
+    except BadConfig as exc:
+        return _cannot_start(run, str(exc), log)
+    if run.done:
+        log(f"[train] already done: {run.summary_file}")
+        return EXIT_OK
+    missing = missing_for_training()
+    if missing:
+        return _cannot_start(run, describe_missing(missing), log)
+    from .dataset import dataset_overrides, write_dataset
+    from .run_folder import VerlRunWriter
+    from .verl_config import build_verl_config
+
+    try:
+        verl_cfg = build_verl_config(cfg, {**runtime_overrides(cfg, run), **dataset_overrides(run.path)})
+    except ValueError as exc:
+        return _cannot_start(run, f"bad verl config: {exc}", log)
+    with open_dict(verl_cfg):
+        verl_cfg.ray_kwargs.ray_init.runtime_env.env_vars = worker_env(cfg, run)
+    writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
+                           n_eval=cfg.eval.n, cell_id=cell_id(cfg))
+    writer.start(OmegaConf.to_yaml(cfg), resume_step=checkpoint_step(run.ckpt))
+    (run.path / "verl_config.yaml").write_text(OmegaConf.to_yaml(verl_cfg))
+    try:
+        rows = write_dataset(cfg, run.path)  # the files dataset_overrides points verl at
+        log(f"[train] verl dataset: {rows['train']} training episodes, {rows['val']} eval episodes")
+        from verl.trainer.main_ppo import run_ppo
+
+        from .task_runner import RemoteArenaTaskRunner
+
+        with ray_cluster(run, log=log):
+            run_ppo(verl_cfg, task_runner_class=RemoteArenaTaskRunner)
+        summary = run.summary() or writer.finish()  # the trainer's fit() writes it; else here
+    except Exception:
+        run.write_error(traceback.format_exc())
+        log(f"[train] failed; traceback in {run.error_file}")
+        return EXIT_FAILED
+    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}")
+    return EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    """`python -m arena.backends.verl.main CONFIG.yaml`: the driver of the multi-node script."""
+    from omegaconf import OmegaConf
+
+    if len(argv) != 1 or not Path(argv[0]).is_file():
+        print(f"usage: python -m arena.backends.verl.main CONFIG.yaml (a resolved run config); got {argv}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    cfg = OmegaConf.load(argv[0])
+    OmegaConf.set_struct(cfg, True)
+    return run_training(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

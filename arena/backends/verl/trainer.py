@@ -1,0 +1,212 @@
+"""`ArenaRayPPOTrainer`: verl 0.9.1's `RayPPOTrainer` with per-turn rows (methods.md §2).
+
+verl's `fit()` is kept whole; the subclass overrides five small methods. Why these:
+- `fit()` unions the dataset batch (B*n rows) with the generation output and slices the
+  output to B*n rows (`DataProto.union` asserts equal sizes), so the row count cannot change
+  before that. Generation goes through `self.async_rollout_manager`, which `init_workers`
+  wraps in `TurnRolloutManager`: right after `generate_sequences` returns it fans the output
+  out into a TurnBatch (fan_out.py), runs dynamic filtering with resampling tries
+  (arena/po/filtering.collect_groups; a try k > 0 replays the batch's prompts with seeds
+  `step_seeds(seed, step, k)` in the row column `arena_seed`; this runs before fit() puts the
+  rollout replicas to sleep) and hands the kept TurnBatch on in `meta_info`.
+- `_balance_batch(batch, metrics)` is the first method fit() calls on the unioned batch,
+  before global_token_num, reward extraction and `compute_log_prob`; it swaps the per-turn
+  rows into `batch` in place (fan_out.swap_in, padded to a multiple of
+  ppo_mini_batch_size * rollout.n rows), adds the rollout/filter metrics, then balances.
+  So `trainer.balance_batch` must stay true.
+- `_compute_old_log_prob` keeps the old-policy entropy in the batch (fit drops it; EMPG reads it).
+- fit() calls the module function `compute_advantage`, which hands a registered estimator
+  no `non_tensor_batch`; so `__init__` records the arena estimator (`algorithm.adv_estimator`,
+  e.g. arena_gigpo) and points verl's slot to `arena_deferred` (zeros), and `_update_actor`
+  computes the real advantages with `compute_arena_advantage` on the non-pad rows first.
+- The run folder: fit() logs through verl's `Tracking` only, so `_load_checkpoint` starts the
+  `VerlRunWriter` (resume keeps rows up to the checkpoint step k), `_validate` before the
+  first step writes that row unless a row of that step exists (on resume the kept rows hold
+  step k, so no step is written twice; it is written when the earlier attempt died between
+  saving checkpoint k and writing row k), each step's `metrics` dict (the object fit logs at the step's
+  end) is written when the next step begins, and `fit` writes the last one and summary.json.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from omegaconf import open_dict
+from verl.protocol import DataProto
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+from arena.backends.embedded.trainer import step_seeds
+from arena.po.filtering import collect_groups
+from arena.po.types import TurnBatch
+
+from . import agent_loop  # noqa: F401  (registers "arena_agent" in this process)
+from .advantages import ESTIMATORS, compute_arena_advantage
+from .fan_out import PAD_KEY, swap_in, turns_from_output
+from .registry import register_once
+
+TURNS_KEY, METRICS_KEY, DEFERRED = "arena_turn_batch", "arena_rollout_metrics", "arena_deferred"
+
+
+def deferred_estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, **_: Any):
+    """verl's compute_advantage slot: zeros [N, T]; `_update_actor` writes the real values."""
+    zeros = torch.zeros_like(response_mask, dtype=torch.float32)  # [N, T]
+    return zeros, zeros.clone()
+
+
+register_once(core_algos.ADV_ESTIMATOR_REGISTRY, DEFERRED, deferred_estimator, core_algos.register_adv_est,
+              "advantage estimator")
+
+
+def apply_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> DataProto:
+    """advantages/returns [N, T] from the arena estimator over the non-pad rows; pad rows get 0."""
+    is_pad = np.asarray(data.non_tensor_batch.get(PAD_KEY, np.zeros(len(data), dtype=bool)), dtype=bool)  # [N]
+    if not is_pad.any():
+        return compute_arena_advantage(data, adv_estimator, **hp)
+    real = np.flatnonzero(~is_pad)  # [N_real]
+    sub = compute_arena_advantage(data.select_idxs(real), adv_estimator, **hp)
+    advantages = torch.zeros_like(data.batch["response_mask"], dtype=torch.float32)  # [N, T]
+    advantages[torch.as_tensor(real)] = sub.batch["advantages"]  # [N_real, T] into [N, T]
+    data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
+    return data
+
+
+def turn_metrics(turns: TurnBatch, fstats: dict) -> dict[str, float]:
+    """Our §F rollout/filter keys for one step (means over turn rows unless said)."""
+    n = max(len(turns), 1)
+    return {
+        "train/success_rate": fstats["all_success_rate"],  # over ALL sampled trajectories
+        "filter/kept_group_frac": fstats["kept_group_frac"],
+        "filter/tries": float(fstats["tries"]),
+        "rollout/format_valid_ratio": float(turns.format_valid.float().sum()) / n,
+        "rollout/action_valid_ratio": float(turns.action_valid.float().sum()) / n,
+        "rollout/response_length": float(turns.response_mask.sum()) / n if len(turns) else 0.0,
+        "rollout/turn_samples": float(len(turns)),
+    }
+
+
+def reseeded(gen_batch: DataProto, group_seeds: list, group_size: int) -> DataProto:
+    """A copy of the (repeated) generation batch whose row r plays seed group_seeds[r // n]."""
+    out = gen_batch.slice(0, len(gen_batch))
+    out.non_tensor_batch = dict(out.non_tensor_batch)
+    out.non_tensor_batch["arena_seed"] = np.repeat(np.asarray(group_seeds, dtype=np.int64), group_size)  # [B*n]
+    out.meta_info = dict(gen_batch.meta_info)
+    return out
+
+
+class TurnRolloutManager:
+    """verl's AgentLoopManager with the fan-out and dynamic filtering after generation."""
+
+    def __init__(self, inner, *, group_size: int, pad_id: int, filtering: str = "none",
+                 filter_hp: Optional[dict] = None, seed: int = 0):
+        self.inner, self.group_size, self.pad_id = inner, int(group_size), int(pad_id)
+        self.filtering, self.filter_hp, self.seed = filtering, dict(filter_hp or {}), int(seed)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def generate_sequences(self, gen_batch: DataProto) -> DataProto:
+        if gen_batch.meta_info.get("validate", False):
+            return self.inner.generate_sequences(gen_batch)
+        step = int(gen_batch.meta_info.get("global_steps", 0))
+        n_groups = len(gen_batch) // self.group_size
+        outputs: list[DataProto] = []
+
+        def one_try(try_idx: int) -> TurnBatch:
+            batch = gen_batch if try_idx == 0 else reseeded(
+                gen_batch, step_seeds(self.seed, step, try_idx, n_groups), self.group_size)
+            outputs.append(self.inner.generate_sequences(batch))
+            return turns_from_output(outputs[-1], group_size=self.group_size, pad_id=self.pad_id)
+
+        t0 = time.perf_counter()
+        turns, fstats = collect_groups(one_try, self.filtering, needed_groups=n_groups, step=step, **self.filter_hp)
+        first = outputs[0]  # B*n rows, as fit() expects; its rows are replaced in _balance_batch
+        first.meta_info[TURNS_KEY] = turns
+        first.meta_info[METRICS_KEY] = {**turn_metrics(turns, fstats), "perf/rollout_seconds": time.perf_counter() - t0}
+        return first
+
+
+class ArenaRayPPOTrainer(RayPPOTrainer):
+    def __init__(self, *args, run_writer=None, config_yaml: str = "", filtering: str = "none",
+                 filter_hp: Optional[dict] = None, advantage_hp: Optional[dict] = None, seed: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        name = str(self.config.algorithm.adv_estimator)
+        if name not in ESTIMATORS:
+            raise ValueError(f"ArenaRayPPOTrainer needs algorithm.adv_estimator in {sorted(ESTIMATORS)}, got {name!r}")
+        if not self.config.trainer.balance_batch:
+            raise ValueError("ArenaRayPPOTrainer needs trainer.balance_batch=true (the per-turn rows are swapped in "
+                             "in _balance_batch); valid: true")
+        self.arena_advantage, self.advantage_hp = name, dict(advantage_hp or {})
+        with open_dict(self.config.algorithm):
+            self.config.algorithm.adv_estimator = DEFERRED
+        self.filtering, self.filter_hp, self.seed = filtering, dict(filter_hp or {}), int(seed)
+        self.run_writer, self.config_yaml = run_writer, config_yaml
+        self._pending: Optional[tuple[int, dict]] = None  # (step, metrics dict fit() is filling)
+
+    def row_multiple(self) -> int:
+        """Rows per actor mini-batch: verl's ppo_mini_batch_size (prompts) * rollout.n."""
+        rollout_ref = self.config.actor_rollout_ref
+        return int(rollout_ref.actor.ppo_mini_batch_size) * int(rollout_ref.rollout.n)
+
+    def init_workers(self):
+        super().init_workers()
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.async_rollout_manager = TurnRolloutManager(
+            self.async_rollout_manager, group_size=self.config.actor_rollout_ref.rollout.n, pad_id=pad_id,
+            filtering=self.filtering, filter_hp=self.filter_hp, seed=self.seed)
+
+    def _balance_batch(self, batch: DataProto, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
+        turns = batch.meta_info.pop(TURNS_KEY, None)
+        if turns is not None:
+            swap_in(batch, turns, row_multiple=self.row_multiple())
+            metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
+            metrics["rollout/pad_rows"] = float(batch.non_tensor_batch[PAD_KEY].sum())
+            self._begin_step(metrics)
+        return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+
+    def _compute_old_log_prob(self, batch: DataProto):
+        old_log_prob, mfu = super()._compute_old_log_prob(batch)
+        batch.batch["entropys"] = old_log_prob.batch["entropys"]  # [N, T] fit pops it from old_log_prob
+        return old_log_prob, mfu
+
+    def _update_actor(self, batch: DataProto) -> DataProto:
+        apply_arena_advantage(batch, self.arena_advantage, **self.advantage_hp)
+        return super()._update_actor(batch)
+
+    # ------------------------------------------------------------------ run folder
+    def _load_checkpoint(self):
+        out = super()._load_checkpoint()
+        if self.run_writer is not None:
+            self.run_writer.start(self.config_yaml, resume_step=self.global_steps or None)
+        return out
+
+    def _validate(self, *args, **kwargs):
+        val_metrics = super()._validate(*args, **kwargs)
+        if self.run_writer is not None and self._pending is None and val_metrics:
+            # before the first step: step 0, or the checkpoint's step k on resume, whose row the
+            # earlier attempt usually wrote already (kept by start()); then this one is skipped
+            if not any(row["step"] == self.global_steps for row in self.run_writer.folder.iter_metrics()):
+                self.run_writer.log(val_metrics, step=self.global_steps)
+        return val_metrics
+
+    def _begin_step(self, metrics: dict) -> None:
+        """A step's rollout is in: write the previous step's row, hold this step's dict."""
+        self._flush()
+        self._pending = (self.global_steps, metrics)
+
+    def _flush(self) -> None:
+        if self.run_writer is not None and self._pending is not None:
+            step, metrics = self._pending
+            self.run_writer.log(metrics, step=step)
+        self._pending = None
+
+    def fit(self):
+        try:
+            out = super().fit()
+        finally:
+            self._flush()
+        if self.run_writer is not None:
+            self.run_writer.finish()  # summary.json last, only after a finished fit
+        return out

@@ -1,0 +1,252 @@
+"""`arena train backend=verl` (arena/backends/verl/main.py): exit 2 naming what is missing on a
+machine without vllm or GPU; with those checks passed and verl's `run_ppo` replaced by a fake
+(no GPU here), the run folder contract: config.yaml first, the generated verl config with the
+run-time values and verl's dataset files, summary.json last; exit 1 with error.txt when training
+raises; resume keeps the metrics rows up to verl's checkpoint step and, driven through the trainer
+subclass's run-folder hooks in verl's order, writes no step twice."""
+import importlib.util
+import json
+import os
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("ray")
+
+from arena.backends.verl import launch, main  # noqa: E402
+from arena.backends.verl.run_folder import VerlRunWriter  # noqa: E402
+from arena.cli import main as cli_main  # noqa: E402
+from arena.config import cell_id, load_config  # noqa: E402
+from arena.runs import RunFolder  # noqa: E402
+
+NO_VLLM = importlib.util.find_spec("vllm") is None
+
+
+def _cfg(out, *extra):
+    return load_config(["backend=verl", f"out={out}", "steps=3", "seed=1", "name=sw", "arm=grpo",
+                        "model.path=/models/qwen", *extra])
+
+
+@pytest.mark.skipif(not NO_VLLM, reason="vllm is installed here")
+def test_cli_train_exits_2_naming_vllm_and_creates_nothing(tmp_path, capsys):
+    assert cli_main(["train", "backend=verl", f"out={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err
+    assert "backend=verl cannot run here; missing: vllm (verl's rollout engine)" in err
+    assert "pip install 'arena[gpu]'" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_training_without_gpu_exits_2_and_records_why_in_an_existing_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "missing_packages", lambda: [])
+    monkeypatch.setattr("arena.backends.verl.ray_head.visible_gpu_count", lambda: 0)
+    monkeypatch.delenv("ARENA_VERL_GPUS_PER_NODE", raising=False)
+    logged = []
+    assert main.run_training(_cfg(tmp_path / "new"), log=logged.append) == 2
+    assert "missing: a CUDA GPU" in logged[0] and not (tmp_path / "new").exists()
+    (tmp_path / "cell").mkdir()  # a sweep cell's folder already exists: the reason goes to error.txt
+    assert main.run_training(_cfg(tmp_path / "cell"), log=logged.append) == 2
+    assert "missing: a CUDA GPU" in (tmp_path / "cell" / "error.txt").read_text()
+
+
+@pytest.fixture
+def ready(monkeypatch):
+    """Packages and GPUs 'present' (2 nodes x 4 GPUs, as the multi-node script says), an existing
+    Ray cluster named by RAY_ADDRESS (so no head is started), and a fake run_ppo."""
+    monkeypatch.setattr(launch, "missing_packages", lambda: [])
+    monkeypatch.setenv("ARENA_VERL_GPUS_PER_NODE", "4")
+    monkeypatch.setenv("ARENA_VERL_NNODES", "2")
+    monkeypatch.setenv("RAY_ADDRESS", "head-node:1")
+    calls = []
+
+    def install(fake):
+        def run_ppo(config, task_runner_class):
+            calls.append((config, task_runner_class))
+            fake(config)
+        monkeypatch.setattr("verl.trainer.main_ppo.run_ppo", run_ppo)
+        return calls
+    return install
+
+
+def _write_steps(run_dir, steps):
+    writer = VerlRunWriter(RunFolder(run_dir).create(), total_steps=3, theta=0.0025, min_points=5, n_eval=4)
+    for step in steps:
+        writer.log({"val-core/sokoban/acc/mean@1": 0.25 * step, "actor/pg_loss": 0.1}, step)
+
+
+def test_run_training_writes_config_first_then_summary_last(tmp_path, ready):
+    out = tmp_path / "run"
+    cfg = _cfg(out)
+
+    def fake(config):
+        run_dir = config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR
+        assert (out / "config.yaml").exists() and not (out / "summary.json").exists()  # config first
+        _write_steps(run_dir, [0, 1, 2, 3])
+    calls = ready(fake)
+    assert main.run_training(cfg, log=lambda *_: None) == 0
+    config, runner = calls[0]
+    from arena.backends.verl.task_runner import RemoteArenaTaskRunner
+
+    assert runner is RemoteArenaTaskRunner
+    t = config.trainer
+    assert (t.use_v1, t.nnodes, t.n_gpus_per_node) == (False, 2, 4)
+    assert t.default_local_dir == str(out / "ckpt") and t.experiment_name == "grpo-sokoban-s1"
+    assert list(t.logger) == ["console", "wandb"] and t.resume_mode == "auto"
+    env = config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == cell_id(cfg)
+    assert env.WANDB_RESUME == "allow" and env.ARENA_RUN_DIR == str(out)
+    assert config.actor_rollout_ref.model.path == "/models/qwen"
+    # verl's dataset files exist before run_ppo is called (tests/verl/test_dataset.py reads them)
+    data_dir = out / "verl_data"
+    assert (config.data.train_files, config.data.val_files) == (str(data_dir / "train.parquet"),
+                                                                str(data_dir / "val.parquet"))
+    assert config.actor_rollout_ref.rollout.agent.agent_loop_config_path == str(data_dir / "agent_loop.yaml")
+    assert (config.data.shuffle, config.data.filter_overlong_prompts) == (False, False)
+    assert all((data_dir / name).is_file() for name in ("train.parquet", "val.parquet", "agent_loop.yaml"))
+    saved = (out / "config.yaml").read_text()
+    assert "backend: verl" in saved and (out / "verl_config.yaml").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    # eval points (step, success) = (0, 0), (1, .25), (2, .5), (3, .75): the last is the final eval
+    assert summary["status"] == "done" and summary["final_eval_success"] == 0.75
+    assert summary["backend"] == "verl" and summary["cell_id"] == cell_id(cfg)
+    # a finished run is not trained again
+    assert main.run_training(cfg, log=lambda *_: None) == 0 and len(calls) == 1
+
+
+def test_run_training_failure_exits_1_with_traceback_and_no_summary(tmp_path, ready):
+    def fake(config):
+        raise RuntimeError("vLLM server died")
+    ready(fake)
+    out = tmp_path / "run"
+    assert main.run_training(_cfg(out), log=lambda *_: None) == 1
+    assert "RuntimeError: vLLM server died" in (out / "error.txt").read_text()
+    assert not (out / "summary.json").exists()
+
+
+def test_resume_keeps_rows_up_to_verls_checkpoint_step(tmp_path, ready):
+    out = tmp_path / "run"
+    _write_steps(out, [0, 1, 2, 3])  # an earlier attempt logged 4 steps, then died
+    (out / "ckpt").mkdir(parents=True, exist_ok=True)
+    (out / "ckpt" / "latest_checkpointed_iteration.txt").write_text("1\n")  # verl saved step 1
+
+    def fake(config):
+        rows = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert rows == [0, 1]  # rows after the checkpoint were dropped before verl resumed
+        _write_steps(out, [2, 3])
+    ready(fake)
+    assert main.run_training(_cfg(out), log=lambda *_: None) == 0
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2, 3]
+
+
+def _fake_verl_fit(monkeypatch, ckpt_dir, val_success):
+    """verl's RayPPOTrainer methods the run-folder hooks wrap, in ray_trainer.fit's order: load
+    the checkpoint (global_steps = its step, 0 without one), validate, then steps k+1..total,
+    each: rollout (`_begin_step`, what `_balance_batch` does), validation (test_freq = 1)."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    def load(self):
+        self.global_steps = max(main.checkpoint_step(ckpt_dir), 0)
+
+    def fit(self):
+        self.global_steps = 0
+        self._load_checkpoint()
+        self._validate()
+        for step in range(self.global_steps + 1, self.total_training_steps + 1):
+            self.global_steps = step
+            metrics = {"actor/pg_loss": 0.1}
+            self._begin_step(metrics)
+            metrics.update(self._validate())
+    monkeypatch.setattr(RayPPOTrainer, "_load_checkpoint", load)
+    monkeypatch.setattr(RayPPOTrainer, "_validate", lambda self, merged=False: {
+        "val-core/sokoban/acc/mean@1": val_success})
+    monkeypatch.setattr(RayPPOTrainer, "fit", fit)
+
+
+@pytest.mark.parametrize("earlier_steps, ckpt_step, want_success", [
+    # died after step 3's row, checkpoint at 2: rows 0..2 kept (0, .25, .5); the resume
+    # validation at step 2 is not written again; step 3 is the new attempt's (.9)
+    ([0, 1, 2, 3], 2, [0.0, 0.25, 0.5, 0.9]),
+    # died after saving checkpoint 2 but before writing row 2: the resume validation is row 2
+    ([0, 1], 2, [0.0, 0.25, 0.9, 0.9]),
+    # no checkpoint: a fresh start, every row is the new attempt's
+    ([0, 1], None, [0.9, 0.9, 0.9, 0.9]),
+])
+def test_resume_through_the_trainer_writes_each_step_once(tmp_path, ready, monkeypatch, earlier_steps, ckpt_step,
+                                                          want_success):
+    from arena.backends.verl.trainer import ArenaRayPPOTrainer
+
+    out = tmp_path / "run"
+    _write_steps(out, earlier_steps)  # success 0.25 * step
+    if ckpt_step is not None:
+        (out / "ckpt").mkdir(exist_ok=True)  # RunFolder.create made it
+        (out / "ckpt" / "latest_checkpointed_iteration.txt").write_text(f"{ckpt_step}\n")
+    _fake_verl_fit(monkeypatch, out / "ckpt", val_success=0.9)
+
+    def fake(config):  # verl's TaskRunner: the trainer subclass with arena's kwargs, then fit()
+        trainer = ArenaRayPPOTrainer.__new__(ArenaRayPPOTrainer)
+        kw = main.arena_trainer_kwargs(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR)
+        trainer.run_writer, trainer.config_yaml, trainer._pending = kw["run_writer"], kw["config_yaml"], None
+        trainer.total_training_steps = 3
+        trainer.fit()
+    ready(fake)
+    assert main.run_training(_cfg(out), log=lambda *_: None) == 0
+    rows = RunFolder(out).read_metrics()
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert [r["eval/success_rate"] for r in rows] == want_success
+    assert json.loads((out / "summary.json").read_text())["final_eval_success"] == 0.9
+
+
+def test_trainer_kwargs_come_from_the_run_folders_config(tmp_path, ready):
+    # gigpo_ds = gigpo advantage + dynamic filtering: the trainer gets each member's own hp
+    from arena.config import resolve_po
+
+    out = tmp_path / "run"
+    cfg = _cfg(out, "po.method=gigpo_ds", "seed=5")
+    ready(lambda config: None)
+    assert main.run_training(cfg, log=lambda *_: None) == 0
+    kw = main.arena_trainer_kwargs(out)
+    po = resolve_po(cfg)
+    assert (kw["filtering"], kw["seed"]) == ("dynamic", 5)
+    assert kw["filter_hp"] == po.member_hp("filtering") and set(kw["filter_hp"]) >= {"filter_key", "max_gen_batches"}
+    assert kw["advantage_hp"] == po.member_hp("advantage") and "gamma" in kw["advantage_hp"]
+    assert kw["config_yaml"] == (out / "config.yaml").read_text()
+    assert kw["run_writer"].cell_id == cell_id(cfg) and kw["run_writer"].total_steps == 3
+
+
+def test_checkpoint_step_without_a_checkpoint_is_minus_one(tmp_path):
+    assert main.checkpoint_step(tmp_path) == -1
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("12")
+    assert main.checkpoint_step(tmp_path) == 12
+
+
+def test_main_module_usage_error_exits_2(capsys):
+    assert main.main([]) == 2 and "usage: python -m arena.backends.verl.main" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_single_node_run_starts_its_own_ray_head_and_removes_it(tmp_path, ready, monkeypatch):
+    # ~20 s: no RAY_ADDRESS, so run_training starts a private head (free ports, own temp dir);
+    # verl's ray.init() inside run_ppo connects to it through RAY_ADDRESS.
+    import ray
+
+    monkeypatch.delenv("RAY_ADDRESS")
+    monkeypatch.setenv("ARENA_VERL_GPUS_PER_NODE", "1")
+    monkeypatch.setenv("ARENA_VERL_NNODES", "1")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    seen = {}
+
+    def fake(config):
+        ray.init()
+        seen["address"] = os.environ["RAY_ADDRESS"]
+        seen["gcs"] = ray.get_runtime_context().gcs_address
+        seen["resources"] = ray.cluster_resources()
+        seen["temp_dir"] = ray._private.worker.global_worker.node.get_temp_dir_path()
+    ready(fake)
+    out = tmp_path / "run"
+    assert main.run_training(_cfg(out), log=lambda *_: None) == 0
+    assert seen["gcs"] == seen["address"] and not seen["address"].endswith(":6379")
+    assert (seen["resources"]["CPU"], seen["resources"]["GPU"]) == (1.0, 1.0)
+    assert "arena-ray-" in seen["temp_dir"]
+    assert not os.path.exists(seen["temp_dir"])  # removed after the finished run
+    assert "RAY_ADDRESS" not in os.environ and not ray.is_initialized()
+    assert (out / "summary.json").exists()
