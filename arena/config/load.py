@@ -93,12 +93,19 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
         raise BadConfig(f"{msg}{cause}".split("\n    full_key")[0]) from exc
     finally:
         GlobalHydra.instance().clear()
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: DictConfig) -> None:
+    """The checks after composition (also run on configs edited in place, e.g. a sweep's arm
+    overrides applied to a composed base): every CHOICES key holds a valid value, and po.*
+    resolves against the registries. BadConfig names the valid choices."""
     for key, valid in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in valid:
             raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
-    return cfg
 
 
 def check_trainable(cfg: DictConfig) -> None:

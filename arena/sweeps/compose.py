@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from arena.config import load_config
 from arena.config.load import GROUPS, OPEN_NAMESPACES
-from arena.config.schema import CHOICES
 
 from .grids import override_strings
 
@@ -42,7 +41,7 @@ def fast_config(base: DictConfig, overrides: dict[str, Any]) -> Optional[DictCon
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from arena.config import resolve_po
+    from arena.config.load import validate
 
     if any(str(key).lstrip("+~") in GROUPS for key in overrides):
         return None
@@ -50,11 +49,7 @@ def fast_config(base: DictConfig, overrides: dict[str, Any]) -> Optional[DictCon
         parsed = OverridesParser.create().parse_overrides(overrides=_hydra_overrides(overrides))
         cfg = base.copy()
         ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
-        # the checks load_config runs after composing (arena/config/load.py)
-        for key, valid in CHOICES.items():
-            if OmegaConf.select(cfg, key) not in valid:
-                return None
-        resolve_po(cfg)
+        validate(cfg)  # the checks load_config runs after composing
     except Exception:  # noqa: BLE001 - any problem: let load_config compose it and explain
         return None
     return cfg
