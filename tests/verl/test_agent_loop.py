@@ -271,3 +271,46 @@ def test_turn_rollout_manager_passes_validation_through_and_without_filtering_tr
     assert len(plain.inner.calls) == 1 and len(out.meta_info[TURNS_KEY]) == 6
     metrics = out.meta_info[METRICS_KEY]
     assert (metrics["filter/tries"], metrics["filter/kept_group_frac"]) == (1.0, 1.0)
+
+
+# --------------------------------------------------------------------------- the trainer subclass
+# ArenaRayPPOTrainer's own methods on the group above, without Ray: verl's RayPPOTrainer
+# `_balance_batch` and `_update_actor` (which need worker groups) are replaced by recorders, so
+# the test sees exactly what the subclass hands on to verl's balancing and to the actor update.
+# ppo_mini_batch_size 3 prompts x rollout.n 1 -> rows padded to a multiple of 3: 4 turns -> 6.
+def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer, monkeypatch):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from arena.backends.verl.trainer import METRICS_KEY, TURNS_KEY, ArenaRayPPOTrainer
+
+    seen = {}
+    monkeypatch.setattr(RayPPOTrainer, "_balance_batch",
+                        lambda self, batch, metrics, **kw: seen.setdefault("balanced", batch))
+    monkeypatch.setattr(RayPPOTrainer, "_update_actor", lambda self, batch: seen.setdefault("updated", batch))
+    trainer = ArenaRayPPOTrainer.__new__(ArenaRayPPOTrainer)  # __init__ needs Ray worker groups
+    trainer.config = OmegaConf.create({"actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 3}, "rollout": {"n": 1}}})
+    trainer.arena_advantage, trainer.advantage_hp = "arena_grpo", {"norm_std": False}
+    trainer.run_writer, trainer._pending, trainer.global_steps = None, None, 1
+
+    out, _ = generated
+    batch = out.slice(0, len(out))  # the 2 per-prompt rows fit() holds after its union
+    batch.meta_info = {TURNS_KEY: turns_from_output(out, group_size=2, pad_id=tokenizer.pad_token_id),
+                       METRICS_KEY: {"rollout/turn_samples": 4.0}}
+    metrics = {}
+    trainer._balance_batch(batch, metrics)
+    rows = seen["balanced"]
+    assert rows is batch and len(rows) == 6  # swapped in place: 4 turn rows + 2 pad rows
+    want = _expected()
+    for name in ("group_id", "traj_id", "turn_idx", "won"):
+        assert rows.non_tensor_batch[name][:4].tolist() == want[name], name
+    assert rows.non_tensor_batch[PAD_KEY].tolist() == [False] * 4 + [True] * 2
+    assert metrics["rollout/turn_samples"] == 4.0 and metrics["rollout/pad_rows"] == 2.0
+    assert trainer._pending == (1, metrics)  # this step's row is written when the next step begins
+
+    trainer._update_actor(rows)
+    updated = seen["updated"]
+    # GRPO, no std, over the group's 4 turn rows: A_j = score_j - mean(score); pads 0
+    mask = updated.batch["response_mask"]  # [6, T]
+    per_row = (updated.batch["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [6]
+    torch.testing.assert_close(per_row[:4], want["score"] - want["score"].mean(), rtol=0, atol=1e-6)
+    assert updated.batch["advantages"][4:].abs().sum() == 0

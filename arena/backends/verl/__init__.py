@@ -83,8 +83,10 @@ What could NOT run on this CPU machine (verl 0.9.1, torch CPU, no vllm), and wha
       scheduler step, the cross-rank metric gather and the MFU metrics of TrainingWorker.
     `ppo_loss` called directly on a hand-built TensorDict is checked against arena's
     `objective` in value and gradient (tests/verl/test_ppo_loss.py).
-(c) The trainer subclass's Ray-side methods (`init_workers`, `_balance_batch`,
-    `_compute_old_log_prob`, `_update_actor`) have no test without vLLM; its run-folder hooks
+(c) `init_workers` and `_compute_old_log_prob` (they call Ray worker groups) have no test
+    without vLLM. `_balance_batch` and `_update_actor` are tested with verl's base methods
+    replaced by recorders (test_agent_loop.py: the per-prompt rows become one row per turn,
+    padded, and the actor update receives arena's advantages on them); its run-folder hooks
     (`_load_checkpoint`, `_validate`, `_begin_step`, `fit`) are driven in verl's fit order in
     tests/verl/test_verl_main.py, and `TurnRolloutManager` (fan-out, dynamic filtering with
     resampling) with a fake inner manager in tests/verl/test_agent_loop.py, which also drives
