@@ -68,6 +68,26 @@ class _Trajectory:
         self.rows: list[tuple] = []  # (anchor_obs, turn_reward, format_valid, action_valid, out)
         self.env_seconds = 0.0  # time spent inside env.reset / env.step
 
+    def reset(self, errors: list[str]) -> None:
+        """env.reset(seed) into obs/admissible/task; a failing env is isolated (_fail)."""
+        t0 = time.perf_counter()
+        try:
+            self.obs, info = self.env.reset(self.seed)
+            self.admissible = info.get("admissible_actions")
+            self.task = str(info.get("task") or task_from_obs(self.obs))
+        except Exception as exc:  # noqa: BLE001 - any env failure is isolated
+            _fail(self, "reset", 0, exc, errors)
+        self.env_seconds += time.perf_counter() - t0
+        if self.limit <= 0:
+            self.done = True
+
+    def prompt(self, turn: int, *, history_length: int, template: str) -> str:
+        """The prompt of this trajectory's turn `turn` (arena/agent/prompts.py)."""
+        return render_prompt(
+            getattr(self.env, "name", ""), getattr(self.env, "instruction", ""), self.obs, self.history, turn,
+            self.admissible, task=self.task, history_length=history_length, template=template,
+        )
+
 
 def rollout(
     envs: EnvsOrFactory,
@@ -97,29 +117,14 @@ def rollout(
         seed = int(seeds[j // group_size])
         trajs.append(_Trajectory(env, seed, first_traj_id + j, _turn_limit(env, max_turns)))
     for traj in trajs:
-        t0 = time.perf_counter()
-        try:
-            traj.obs, info = traj.env.reset(traj.seed)
-            traj.admissible = info.get("admissible_actions")
-            traj.task = str(info.get("task") or task_from_obs(traj.obs))
-        except Exception as exc:  # noqa: BLE001 - any env failure is isolated
-            _fail(traj, "reset", 0, exc, errors)
-        traj.env_seconds += time.perf_counter() - t0
-        if traj.limit <= 0:
-            traj.done = True
+        traj.reset(errors)
 
     turn = 0
     while True:
         active = [t for t in trajs if not t.done]
         if not active:
             break
-        prompts = [
-            render_prompt(
-                getattr(t.env, "name", ""), getattr(t.env, "instruction", ""), t.obs, t.history, turn,
-                t.admissible, task=t.task, history_length=history_length, template=template,
-            )
-            for t in active
-        ]
+        prompts = [t.prompt(turn, history_length=history_length, template=template) for t in active]
         t0 = time.perf_counter()
         outputs = generate(prompts)
         generate_seconds += time.perf_counter() - t0

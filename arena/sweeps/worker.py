@@ -18,11 +18,12 @@ before; the rerun's own workers take the rest.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Callable, Optional
+
+from arena.runs.atomic import atomic_write_json
 
 from .job import run_cell
 from .ledger import FAILED, pid_alive
@@ -48,9 +49,8 @@ def claim(queue: Path, cell_id: str, worker: str) -> bool:
 
 
 def write_outcome(queue: Path, cell_id: str, outcome: str, seconds: float) -> None:
-    tmp = queue / OUTCOMES / f".{cell_id}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"outcome": outcome, "seconds": seconds}))
-    os.replace(tmp, queue / OUTCOMES / cell_id)
+    # the temp file is a dotfile, which the driver's Queue.new_outcomes skips
+    atomic_write_json(queue / OUTCOMES / cell_id, {"outcome": outcome, "seconds": seconds})
 
 
 def run_worker(queue_dir: str, cfgs: list, *, worker: str, driver_pid: int, env: dict[str, str],

@@ -39,8 +39,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from arena.agent.prompts import render_prompt, task_from_obs
-from arena.agent.rollout import _fail, _play_turn, _Trajectory, _turn_limit
+from arena.agent.rollout import _play_turn, _Trajectory, _turn_limit
 from arena.envs import make
 
 from .verl_config import AGENT_LOOP_NAME
@@ -88,21 +87,13 @@ class ArenaAgentLoop(AgentLoopBase):
         seed = episode_seed(row)
         traj = _Trajectory(self.env, seed, 0, _turn_limit(self.env, self.max_turns))
         errors: list[str] = []
-        try:
-            traj.obs, info = self.env.reset(seed)
-            traj.admissible = info.get("admissible_actions")
-            traj.task = str(info.get("task") or task_from_obs(traj.obs))
-        except Exception as exc:  # noqa: BLE001 - env failures are isolated (as in rollout.py)
-            _fail(traj, "reset", 0, exc, errors)
+        traj.reset(errors)  # env failures are isolated, as in rollout.py
         params = {**sampling_params, "max_tokens": self.max_new_tokens}
         request_id = uuid4().hex  # one sticky session per episode
         generate_seconds, turn = 0.0, 0
         last_prompt, last_response, last_logp = [], [], []
         while not traj.done and turn < traj.limit:
-            prompt = render_prompt(
-                getattr(self.env, "name", ""), getattr(self.env, "instruction", ""), traj.obs, traj.history, turn,
-                traj.admissible, task=traj.task, history_length=self.history_length, template=self.template,
-            )
+            prompt = traj.prompt(turn, history_length=self.history_length, template=self.template)
             prompt_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
             t0 = time.perf_counter()
             out = await self.server_manager.generate(request_id, prompt_ids=prompt_ids, sampling_params=params)

@@ -31,6 +31,7 @@ from typing import Any
 
 from arena.backends.embedded.trainer import step_seeds
 from arena.envs.base import eval_seed
+from arena.runs.atomic import atomic_write_text
 
 from .verl_config import AGENT_LOOP_NAME
 
@@ -99,5 +100,5 @@ def write_dataset(cfg, run_path) -> dict[str, int]:
     val = eval_seeds(int(cfg.eval.n))
     _write_parquet(episode_rows(str(cfg.env.name), train, split="train"), paths["train"])
     _write_parquet(episode_rows(str(cfg.env.name), val, split="val"), paths["val"])
-    paths["agent_loop"].write_text(OmegaConf.to_yaml(OmegaConf.create([agent_loop_entry(cfg)])))
+    atomic_write_text(paths["agent_loop"], OmegaConf.to_yaml(OmegaConf.create([agent_loop_entry(cfg)])))
     return {"train": len(train), "val": len(val)}
