@@ -18,12 +18,11 @@ before; the rerun's own workers take the rest.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 from typing import Callable, Optional
-
-from arena.runs.atomic import atomic_write_json
 
 from .job import run_cell
 from .ledger import FAILED, pid_alive
@@ -49,8 +48,11 @@ def claim(queue: Path, cell_id: str, worker: str) -> bool:
 
 
 def write_outcome(queue: Path, cell_id: str, outcome: str, seconds: float) -> None:
-    # the temp file is a dotfile, which the driver's Queue.new_outcomes skips
-    atomic_write_json(queue / OUTCOMES / cell_id, {"outcome": outcome, "seconds": seconds})
+    # a signal to this driver, not a result (summary.json is): written whole (temp dotfile, which
+    # Queue.new_outcomes skips, then rename) but not fsynced, which would cost every cell
+    tmp = queue / OUTCOMES / f".{cell_id}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"outcome": outcome, "seconds": seconds}))
+    os.replace(tmp, queue / OUTCOMES / cell_id)
 
 
 def run_worker(queue_dir: str, cfgs: list, *, worker: str, driver_pid: int, env: dict[str, str],
