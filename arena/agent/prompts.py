@@ -53,6 +53,11 @@ ENV_TEXT = {
         "Observation",
         "one admissible action",
     ),
+    "shop": EnvText(
+        "You are an expert agent shopping on a web store.",
+        "Page",
+        "one search[query] or click[button] action",
+    ),
     "alfworld": EnvText(
         "You are an expert agent operating in the ALFRED Embodied Environment.",
         "Observation",

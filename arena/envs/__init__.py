@@ -14,6 +14,7 @@ ENVS = {
     "sokoban": "arena.envs.sokoban:SokobanEnv",
     "tir_math": "arena.envs.tir_math:TirMathEnv",
     "household": "arena.envs.household:HouseholdEnv",
+    "shop": "arena.envs.shop:ShopEnv",
     "alfworld": "arena.envs.alfworld:AlfworldEnv",
     "sanity": "arena.envs.sanity:SanityEnv",  # one-turn RL correctness check (issue #4)
 }
