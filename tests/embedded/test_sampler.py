@@ -215,3 +215,138 @@ def test_cuda_sampler_logp_equals_full_forward_logp():
         full_logp, _ = token_logprobs_and_entropy(model, p_ids, p_mask, r_ids.cuda(), r_mask.cuda(), temperature=0.7)
     # TF32 matmuls may be on for CUDA; fp32 proper gives ~1e-6 as on CPU
     assert (full_logp.cpu() - sampler_logp).abs().max().item() <= 1e-4
+
+
+# --- the text stop rule with a real (byte-level BPE, HF layout) tokenizer -----------------
+
+from types import SimpleNamespace  # noqa: E402
+
+from arena.backends.embedded.sampler import StopStrings  # noqa: E402
+from tests.verl.real_tokenizer import STOP, build_real_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def real_tok(tmp_path_factory):
+    tok = build_real_tokenizer(tmp_path_factory.mktemp("bpe"))
+    assert len(tok.encode(STOP, add_special_tokens=False)) > 1  # the point of the fixture
+    return tok
+
+
+class ScriptedLM(torch.nn.Module):
+    """A causal LM that emits a fixed script of token ids (through the generic HF-cache
+    decoder): row b follows scripts[last prompt token of b % len(scripts)], and the logits put
+    20 on the script's next token, 0 elsewhere, so greedy decoding replays the script."""
+
+    def __init__(self, scripts, vocab):
+        super().__init__()
+        self.scripts, self.vocab = scripts, vocab
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+        self.config = SimpleNamespace(model_type="scripted")
+
+    def _logits(self, script_idx, step):  # step [B]: index of the token to emit
+        logits = torch.zeros(len(step), 1, self.vocab)  # [B, 1, V]
+        for b, (s, t) in enumerate(zip(script_idx.tolist(), step.tolist())):
+            script = self.scripts[s]
+            logits[b, 0, script[min(t, len(script) - 1)]] = 20.0
+        return logits
+
+    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, **_):
+        if past_key_values is None:  # prefill: remember each row's prompt length and script
+            cache = SimpleNamespace(length=attention_mask.sum(1),
+                                    script=input_ids[:, -1] % len(self.scripts))
+            cache.reorder_cache = lambda rows: (setattr(cache, "length", cache.length[rows]),
+                                                setattr(cache, "script", cache.script[rows]))
+            return SimpleNamespace(logits=self._logits(cache.script, torch.zeros_like(cache.length)),
+                                   past_key_values=cache)
+        # generated token t sits at position L + t, so the next one is script[position - L + 1]
+        step = position_ids[:, 0] - past_key_values.length + 1  # [B]
+        return SimpleNamespace(logits=self._logits(past_key_values.script, step), past_key_values=past_key_values)
+
+
+def first_stop(tok, script, stops):
+    """The reference rule, by brute force: the shortest prefix whose text contains a stop."""
+    for k in range(1, len(script) + 1):
+        if any(s in tok.decode(script[:k], skip_special_tokens=True) for s in stops):
+            return k
+    return None
+
+
+def test_multi_token_stop_string_ends_the_response_exactly(real_tok):
+    # Script 0 says "<action>up</action> then the box": the byte-level pre-tokenizer splits at
+    # the space before "then", so a token boundary falls right after "</action>" and the
+    # response must be exactly "<action>up</action>" (its ids: the script's first k ids, k > the
+    # number of ids of "</action>" alone). Script 1 never says the stop: it runs to
+    # max_new_tokens = 30. Script 2 says the stop later than script 0 ("the action is
+    # left</action>"), so rows leave the batch at different steps.
+    texts = ["<action>up</action> then the box", "the player pushes the box to the left and then up",
+             "the action is left</action>. then"]
+    scripts = [real_tok.encode(t, add_special_tokens=False) for t in texts]
+    model = ScriptedLM(scripts, len(real_tok))
+    rule = StopStrings(real_tok, [STOP])
+    prompts = [[3], [4, 4], [5, 5, 5], [6]]  # last token % 3 -> scripts 0, 1, 2, 0
+    outs = sample_tokens(model, prompts, temperature=0, max_new_tokens=30, stop_strings=rule,
+                         pad_token_id=real_tok.pad_token_id)
+    responses = [real_tok.decode(ids, skip_special_tokens=True) for ids, _ in outs]
+    assert responses[0] == responses[3] == "<action>up</action>"
+    assert responses[2] == "the action is left</action>"
+    assert outs[0][0] == scripts[0][: len(outs[0][0])] and len(outs[0][0]) > len(real_tok.encode(STOP))
+    assert len(outs[1][0]) == 30  # no stop: the length limit (the script's last id repeats)
+    for (ids, logp), script in zip(outs, [scripts[0], scripts[1], scripts[2], scripts[0]]):
+        k = first_stop(real_tok, script, [STOP])
+        assert ids == (script[:k] if k else ids) and len(logp) == len(ids)
+
+
+def test_stop_token_that_overshoots_keeps_ids_and_text_in_agreement(real_tok):
+    # "</action>." : BPE may merge ">." (a punctuation run is one pre-token), so the token that
+    # completes the stop may carry the "."; the response then ends with that token, and
+    # decode(ids) contains the stop, while no shorter prefix does (the reference rule).
+    text = "<action>up</action>.. the box"
+    script = real_tok.encode(text, add_special_tokens=False)
+    model = ScriptedLM([script], len(real_tok))
+    (ids, _), = sample_tokens(model, [[7]], temperature=0, max_new_tokens=40,
+                              stop_strings=StopStrings(real_tok, [STOP]), pad_token_id=0)
+    k = first_stop(real_tok, script, [STOP])
+    assert ids == script[:k]
+    decoded = real_tok.decode(ids)
+    assert STOP in decoded and STOP not in real_tok.decode(ids[:-1])
+    assert decoded.startswith("<action>up</action>") and "the" not in decoded
+
+
+def test_policy_and_rollout_rows_stay_exact_with_a_real_tokenizer(real_tok):
+    # make_policy finds that "</action>" is several tokens and stops on text; the rollout's
+    # per-turn rows hold the sampled ids as they are (never re-tokenised) and their text.
+    from arena.agent.rollout import rollout
+    from arena.envs import make
+
+    script = real_tok.encode("<think>go</think><action>up</action> then left", add_special_tokens=False)
+    model = ScriptedLM([script], len(real_tok))
+    policy = make_policy(model, real_tok, temperature=0, max_new_tokens=40)
+    batch, _ = rollout(lambda: make("sokoban"), [0, 1], 2, policy, max_turns=2,
+                       pad_id=real_tok.pad_token_id)
+    expected = script[: first_stop(real_tok, script, [STOP])]
+    assert 4 <= len(batch) <= 8  # 2 seeds x 2 members, 1 or 2 turns each
+    for row in range(len(batch)):
+        n = int(batch.response_mask[row].sum())
+        assert batch.response_ids[row, :n].tolist() == expected  # the sampled ids, cut at the stop
+        assert batch.response_text[row] == "<think>go</think><action>up</action>"
+        assert bool(batch.format_valid[row])  # the projection read the action from the text
+
+
+def test_stop_strings_on_a_random_model_follow_the_reference_rule(real_tok):
+    # A random tiny Qwen3 over the BPE vocabulary, T = 1, stops "th" and "</action>": every row
+    # ends at the first prefix that contains a stop (reference rule), or at eos, or at the limit.
+    # "th" is frequent enough that some rows do stop on it (checked: the test is not vacuous).
+    model = build_model(len(real_tok), size="tiny", seed=3, tie_word_embeddings=False)
+    rule = StopStrings(real_tok, ["th", STOP])
+    prompts = [real_tok.encode(t, add_special_tokens=False) for t in ("the box", "move up", "#_OX#")] * 10
+    outs = sample_tokens(model, prompts, temperature=1.0, max_new_tokens=25, stop_strings=rule,
+                         stop_token_ids=[real_tok.eos_token_id], generator=torch.Generator().manual_seed(1))
+    stopped = 0
+    for ids, _ in outs:
+        k = first_stop(real_tok, ids, rule.stops)
+        if k is not None:
+            assert k == len(ids)
+            stopped += 1
+        else:
+            assert len(ids) == 25 or ids[-1] == real_tok.eos_token_id
+    assert stopped >= 3

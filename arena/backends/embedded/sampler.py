@@ -1,9 +1,18 @@
 """Batched sampling with a KV cache, and the rollout loop's policy adapter (issue #4).
 
 `sample_tokens` takes variable-length prompts (lists of token ids), left-pads them, prefills
-once (each distinct prompt once) and then decodes one token per step for the whole batch. Each row stops at a stop token
-(`</action>`, and eos), which is kept in its output, or after `max_new_tokens`. Finished rows
-leave the batch (their cache rows are dropped), so they cost nothing afterwards.
+once (each distinct prompt once) and then decodes one token per step for the whole batch. A
+row stops at a stop token id (eos), at the first token after which its decoded response
+contains a stop string (`</action>`: `StopStrings`), or after `max_new_tokens`; the token that
+ends it is kept in its output. Finished rows leave the batch (their cache rows are dropped),
+so they cost nothing afterwards.
+
+Stop strings are matched on text, not on token ids: a real tokenizer (Qwen3's, any byte-level
+BPE without `</action>` as an added token) spells `</action>` with several tokens, and may
+spell it differently depending on what precedes it. The response ends at the token that
+completes the stop string; the ids are returned as sampled (never re-tokenised), so the
+per-turn rows stay exact. When that token also carries characters after the stop (a merged
+piece such as ">" plus a newline), they stay in the response: ids and text always agree.
 
 Log-probs returned (the choice documented by the issue): the log-prob of the chosen token
 under the temperature-scaled distribution WITHOUT top-p truncation,
@@ -14,12 +23,12 @@ tokens may be drawn. Greedy decoding (T = 0) returns the model's T = 1 log-probs
 """
 from __future__ import annotations
 
+import weakref
 from typing import Callable, Optional, Sequence
 
 import torch
 
 from .decoding import make_decoder
-from .tokenizer import tag_id
 
 Policy = Callable[[list], list]
 
@@ -71,6 +80,55 @@ def choose_tokens(logits: torch.Tensor, *, temperature: float, top_p: float, gen
     return tokens, logp.gather(-1, tokens[:, None])[:, 0]  # [B], [B]
 
 
+class StopStrings:
+    """The text stop rule: row b stops at step t iff one of `stops` occurs in
+    decode(response_b[: t + 1]) and not in decode(response_b[: t]).
+
+    Checked every step on the last `window` tokens only: an occurrence that ends in token t
+    spans at most L = len(stop in UTF-8 bytes) bytes and every token decodes to >= 1 byte, so it
+    lies inside the last L + 1 tokens; an earlier occurrence would have stopped the row earlier.
+    Only rows whose last token can end a stop (`candidates`: its own text contains the stop's
+    last character, or is an incomplete UTF-8 piece) are decoded, so a step usually costs one
+    gather. Special tokens are skipped when decoding, as in the response text."""
+
+    _candidate_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def __init__(self, tokenizer, stops: Sequence[str]):
+        self.tokenizer = tokenizer
+        self.stops = tuple(s for s in stops if s)
+        if not self.stops:
+            raise ValueError("StopStrings needs at least one non-empty stop string")
+        self.window = max(len(s.encode("utf-8")) for s in self.stops) + 1
+        self.candidates = self._candidates()  # [V_tok] bool
+
+    def _candidates(self) -> torch.Tensor:
+        """candidates[v] = token v alone decodes to text containing a stop's last character
+        (or to U+FFFD: part of a multi-byte character). Cached per tokenizer and stop set."""
+        per_tokenizer = self._candidate_cache.setdefault(self.tokenizer, {})
+        key = (self.stops, len(self.tokenizer))
+        if key not in per_tokenizer:
+            pieces = self.tokenizer.batch_decode([[v] for v in range(len(self.tokenizer))], skip_special_tokens=True)
+            last_chars = {s[-1] for s in self.stops} | {"\ufffd"}
+            per_tokenizer[key] = torch.tensor([any(c in p for c in last_chars) for p in pieces], dtype=torch.bool)
+        return per_tokenizer[key]
+
+    def hits(self, history: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+        """history [B', t+1]: each live row's response so far; last [B'] = history[:, -1].
+        Returns [B'] bool: the row's response now contains a stop string."""
+        candidates = self.candidates.to(last.device)  # [V_tok]
+        in_vocab = last < candidates.shape[0]  # [B'] (a model may have more rows than the tokenizer)
+        maybe = in_vocab & candidates[last.clamp(max=candidates.shape[0] - 1)]  # [B']
+        out = torch.zeros_like(maybe)  # [B']
+        index = maybe.nonzero(as_tuple=True)[0]  # [C]
+        if index.numel() == 0:
+            return out
+        tails = history[index, -self.window :].tolist()  # C lists of <= window ids
+        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        found = torch.tensor([any(s in text for s in self.stops) for text in texts], device=last.device)  # [C]
+        out[index] = found
+        return out
+
+
 @torch.no_grad()
 def sample_tokens(
     model,
@@ -82,8 +140,10 @@ def sample_tokens(
     stop_token_ids: Sequence[int] = (),
     pad_token_id: int = 0,
     generator: Optional[torch.Generator] = None,
+    stop_strings: Optional[StopStrings] = None,
 ) -> list[tuple[list[int], list[float]]]:
-    """Per prompt: (generated token ids, their sampler log-probs), stop token included."""
+    """Per prompt: (generated token ids, their sampler log-probs), the stopping token included.
+    A row stops at a token in `stop_token_ids` or when `stop_strings.hits` (module docstring)."""
     if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
         raise ValueError(f"need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1; "
                          f"got {temperature}, {top_p}, {max_new_tokens}")
@@ -112,6 +172,8 @@ def sample_tokens(
         if t == max_new_tokens - 1:
             break
         finished = torch.isin(tokens, stops)  # [B']
+        if stop_strings is not None:
+            finished |= stop_strings.hits(out_tokens[rows, : t + 1], tokens)  # [B']
         if finished.any():
             out_len[rows[finished]] = t + 1
             live = (~finished).nonzero(as_tuple=True)[0]  # [B'']
@@ -138,24 +200,25 @@ def make_policy(
     stop_tags: Sequence[str] = ("</action>",),
 ) -> Policy:
     """The rollout loop's `generate(prompts) -> [(text, prompt_ids, token_ids, sampler_logp)]`
-    (decisions §F). `text` is the decoded response without pad/eos; the sampled ids are
-    returned as they are, never re-tokenised. Sampling runs on the model's device; the
-    generator (or a new one seeded with `seed`) makes it reproducible."""
+    (docs/design.md, per-turn batch). `text` is the decoded response without pad/eos; the
+    sampled ids are returned as they are, never re-tokenised. A response ends at eos or at the
+    token that completes one of `stop_tags` in its text (`StopStrings`; a tag may be one token
+    or several). Sampling runs on the model's device; the generator (or a new one seeded with
+    `seed`) makes it reproducible."""
     device = next(model.parameters()).device
     if generator is None:
         generator = torch.Generator(device=device)
         if seed is not None:
             generator.manual_seed(seed)
-    stop_ids = [tag_id(tokenizer, tag) for tag in stop_tags]
-    if tokenizer.eos_token_id is not None:
-        stop_ids.append(tokenizer.eos_token_id)
+    stop_ids = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
+    stop_strings = StopStrings(tokenizer, stop_tags) if stop_tags else None
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def generate(prompts: list) -> list:
         prompt_ids = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         outputs = sample_tokens(
             model, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-            stop_token_ids=stop_ids, pad_token_id=pad_id or 0, generator=generator,
+            stop_token_ids=stop_ids, pad_token_id=pad_id or 0, generator=generator, stop_strings=stop_strings,
         )
         return [
             (tokenizer.decode(tokens, skip_special_tokens=True), ids, tokens, logp)
