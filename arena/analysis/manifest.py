@@ -25,44 +25,15 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-ROLES = ("report", "search")
-CELL_KEYS = ("arm", "env", "seed", "cell_id", "role", "method")
+from arena.runs.layout import cell_dir, sweep_dir  # noqa: F401 - re-exported for the report
+from arena.runs.manifest import CELL_KEYS, ROLES, read_manifest  # noqa: F401 - the one manifest reader
 
-
-def sweep_dir(results_dir: str | Path, name: str) -> Path:
-    return Path(results_dir).resolve() / "sweeps" / name
-
-
-def load_manifest(results_dir: str | Path, name: str) -> dict[str, Any]:
-    """The manifest of sweep `name`; ValueError (listing the sweeps that exist) if absent or bad."""
-    path = sweep_dir(results_dir, name) / "manifest.json"
-    if not path.exists():
-        root = Path(results_dir).resolve() / "sweeps"
-        found = sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.exists() else []
-        raise ValueError(f"no sweep {name!r} under {root} (no {path.name}); valid: {', '.join(found) or 'none'}")
-    manifest = json.loads(path.read_text())
-    for key in ("grid", "cells"):
-        if key not in manifest:
-            raise ValueError(f"{path}: missing key {key!r}; a manifest holds name, dimension, grid, cells")
-    for i, cell in enumerate(manifest["cells"]):
-        missing = [k for k in CELL_KEYS if k not in cell]
-        if missing:
-            raise ValueError(f"{path}: cell {i} lacks {missing}; each cell holds {', '.join(CELL_KEYS)}, overrides")
-        if cell["role"] not in ROLES:
-            raise ValueError(f"{path}: cell {i} has role {cell['role']!r}; valid: {', '.join(ROLES)}")
-        unknown_arm = cell["arm"] not in manifest["grid"]
-        if unknown_arm:
-            raise ValueError(f"{path}: cell {i} arm {cell['arm']!r} is not in the grid; valid: {', '.join(manifest['grid'])}")
-    return manifest
+load_manifest = read_manifest
 
 
 def report_cells(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The cells the report reads (role == "report"), in manifest order."""
     return [c for c in manifest["cells"] if c["role"] == "report"]
-
-
-def cell_dir(results_dir: str | Path, name: str, cell_id: str) -> Path:
-    return sweep_dir(results_dir, name) / "cells" / cell_id
 
 
 def chosen_hp(results_dir: str | Path, name: str, arm: str, env: str) -> Optional[dict[str, Any]]:

@@ -1,27 +1,74 @@
-"""Atomic file writes: write a sibling temp file, fsync, then os.replace (all-or-nothing)."""
+"""Atomic file writes: write a sibling temp file, fsync it, os.replace it into place, fsync the
+folder (so the rename itself survives a crash). The file gets the mode a plain `open(path, "w")`
+would give it (0666 minus the user's umask), not tempfile's private 0600, so a lab-mate can read
+a shared results directory (docs/design.md, Run folder)."""
 from __future__ import annotations
 
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from .faults import crash_point
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (/proc), else set-and-restore."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    # mode = 0o666 & ~umask  (what open(..., "w") creates)
+    return 0o666 & ~current_umask()
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Make a rename/creation inside `folder` durable (a no-op where directories can't be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_with(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """`write(tmp_path)` fills a sibling temp file; it is then fsynced, given the umask mode and
+    renamed onto `path` in one os.replace. A failure (or kill) leaves `path` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, file_mode())
+        crash_point(path.name)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_with(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:

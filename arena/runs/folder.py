@@ -1,33 +1,71 @@
-"""The run folder every backend writes (decisions.md §F):
+"""The run folder every backend writes (docs/design.md, Run folder; names in layout.py):
 
     <out>/config.yaml      resolved config (records the cell's arm)
-    <out>/metrics.jsonl    one JSON object per step, each with "step"; each step exactly once
-    <out>/summary.json     written atomically and last: its existence is the proof of completion
+    <out>/metrics.jsonl    one JSON object per step, keyed by "step"; a step is written at most once
+    <out>/summary.json     written atomically and last: the proof of completion when it parses
+                           and carries every SUMMARY_FIELDS key
     <out>/ckpt/            checkpoints
     <out>/error.txt        traceback on failure
 
-Resume rule (issue #4): rows up to the checkpoint's step are kept; rows after it (the lost
-part of the run) are dropped, then the rerun appends its own, so every step appears once.
-Unlike verl's file logger, the file is never truncated as a whole.
+Rules for metrics.jsonl:
+  - a torn last line (no newline at the end: the writer was killed mid-row) is dropped, with a
+    warning; a bad line anywhere else, or a step written twice, is a MetricsFileError naming
+    the file and line, and nothing is deleted;
+  - a resume keeps the rows up to the last checkpoint's step, or none when there is no
+    checkpoint (`reset_metrics`), and says so; the rerun then appends its own rows;
+  - every append is fsynced, so the rows up to a checkpoint survive with it.
+A summary.json that does not parse or lacks fields is not a proof: `set_aside_summary` moves it
+to `summary.json.corrupt-<time>` (kept, not deleted) so the cell runs again.
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from .atomic import atomic_write_json, atomic_write_text
+from .atomic import atomic_write_json, atomic_write_text, fsync_dir
+from .faults import crash_point
+from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
+                     SUMMARY_STATUSES)
+
+logger = logging.getLogger(__name__)
+
+
+class MetricsFileError(ValueError):
+    """metrics.jsonl holds a bad line that is not a torn last line, or a step twice."""
+
+
+def summary_problem(path: Path) -> Optional[str]:
+    """None when `path` is a valid summary.json, else why not (names the file)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return f"{path} does not exist"
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return f"{path} is not valid JSON ({exc})"
+    if not isinstance(data, dict):
+        return f"{path} holds a {type(data).__name__}, not a JSON object"
+    missing = [k for k in SUMMARY_FIELDS if k not in data]
+    if missing:
+        return f"{path} lacks {', '.join(missing)}"
+    if data["status"] not in SUMMARY_STATUSES:
+        return f"{path} has status {data['status']!r}; valid: {', '.join(SUMMARY_STATUSES)}"
+    return None
 
 
 class RunFolder:
     def __init__(self, path: str | Path):
         self.path = Path(path).resolve()
-        self.ckpt = self.path / "ckpt"
-        self.config_file = self.path / "config.yaml"
-        self.metrics_file = self.path / "metrics.jsonl"
-        self.summary_file = self.path / "summary.json"
-        self.error_file = self.path / "error.txt"
+        self.ckpt = self.path / CKPT_DIR
+        self.config_file = self.path / CONFIG_FILE
+        self.metrics_file = self.path / METRICS_FILE
+        self.summary_file = self.path / SUMMARY_FILE
+        self.error_file = self.path / ERROR_FILE
+        self._steps: Optional[set[int]] = None  # steps in metrics.jsonl, loaded on the first append
 
     def create(self) -> "RunFolder":
         self.ckpt.mkdir(parents=True, exist_ok=True)
@@ -36,28 +74,63 @@ class RunFolder:
     # ------------------------------------------------------------ state
     @property
     def done(self) -> bool:
-        return self.summary_file.exists()
+        return self.summary_problem() is None
+
+    def summary_problem(self) -> Optional[str]:
+        return summary_problem(self.summary_file)
 
     def summary(self) -> Optional[dict]:
-        return json.loads(self.summary_file.read_text()) if self.done else None
+        """The summary when the run is done, else None (also for a corrupt summary.json)."""
+        if not self.done:
+            return None
+        return json.loads(self.summary_file.read_text())
+
+    def set_aside_summary(self) -> Optional[Path]:
+        """Move a present but invalid summary.json to summary.json.corrupt-<time>; where it went."""
+        if not self.summary_file.exists() or self.done:
+            return None
+        target = self.path / f"{SUMMARY_FILE}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        os.replace(self.summary_file, target)
+        fsync_dir(self.path)
+        logger.warning("set aside an unreadable %s as %s", self.summary_file, target.name)
+        return target
 
     # ------------------------------------------------------------ writes
     def write_config(self, yaml_text: str) -> None:
         atomic_write_text(self.config_file, yaml_text)
 
-    def truncate_metrics_after(self, step: int) -> int:
-        """Keep rows with row['step'] <= step (and drop a torn last line). Returns rows kept."""
-        kept = [row for row in self.read_metrics() if row["step"] <= step]
-        atomic_write_text(self.metrics_file, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
-        return len(kept)
+    def reset_metrics(self, step: Optional[int]) -> tuple[int, int]:
+        """Resume: keep the rows with row['step'] <= step (none when step is None: no checkpoint)
+        and drop a torn last line. Raises MetricsFileError (deleting nothing) on any other bad
+        line. Returns (rows kept, rows dropped)."""
+        rows = self.read_metrics()
+        kept = [r for r in rows if step is not None and r["step"] <= step]
+        if len(kept) != len(rows) or self._torn_tail() is not None:
+            atomic_write_text(self.metrics_file, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        self._steps = {r["step"] for r in kept}
+        return len(kept), len(rows) - len(kept)
+
+    def truncate_metrics_after(self, step: Optional[int]) -> int:
+        """reset_metrics(step)'s rows kept (the name the verl writer uses)."""
+        return self.reset_metrics(step)[0]
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        if "step" not in row:
-            raise ValueError("a metrics row needs a 'step' key")
+        """Append one row; ValueError if it has no int 'step' or its step is in the file already."""
+        step = row.get("step")
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise ValueError(f"a metrics row needs an integer 'step' key; got {step!r}")
+        if self._steps is None:
+            self._steps = {r["step"] for r in self.read_metrics()}
+            self._end_last_line()
+        if step in self._steps:
+            raise ValueError(f"{self.metrics_file}: step {step} is written already (a step is written at most once)")
         clean = {k: _json_number(v) for k, v in row.items()}
         with open(self.metrics_file, "a") as fh:
             fh.write(json.dumps(clean, sort_keys=True) + "\n")
             fh.flush()
+            os.fsync(fh.fileno())
+        self._steps.add(step)
+        crash_point(METRICS_FILE)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         if self.error_file.exists():
@@ -72,17 +145,59 @@ class RunFolder:
         return list(self.iter_metrics())
 
     def iter_metrics(self) -> Iterator[dict]:
+        """The rows in file order (module docstring: torn last line dropped, else errors)."""
         if not self.metrics_file.exists():
             return
-        with open(self.metrics_file) as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    return  # a torn last line from a killed writer
+        data = self.metrics_file.read_bytes()
+        lines = data.split(b"\n")
+        seen: dict[int, int] = {}
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            last = number == len(lines)  # no newline after it: the only line a kill can tear
+            try:
+                row = json.loads(raw)
+            except ValueError as exc:
+                if last:
+                    logger.warning("%s: dropped a torn last line %d (a killed writer's half row)",
+                                   self.metrics_file, number)
+                    return
+                raise MetricsFileError(f"{self.metrics_file}, line {number}: not a JSON row ({exc}); "
+                                       "fix or remove that line (nothing was deleted)") from exc
+            if not isinstance(row, dict) or not isinstance(row.get("step"), int) or isinstance(row.get("step"), bool):
+                raise MetricsFileError(f"{self.metrics_file}, line {number}: a row must be a JSON object with an "
+                                       f"integer 'step'; got {raw[:80]!r}")
+            if row["step"] in seen:
+                raise MetricsFileError(f"{self.metrics_file}, line {number}: step {row['step']} again (first at line "
+                                       f"{seen[row['step']]}); a step is written at most once")
+            seen[row["step"]] = number
+            yield row
+
+    def _end_last_line(self) -> None:
+        """Before appending: a complete last row without its newline gets one; a torn half row
+        (already dropped by read_metrics, with a warning) is cut off, so the next row is not
+        glued onto it."""
+        start = self._torn_tail()
+        if start is None:
+            return
+        tail = self.metrics_file.read_bytes()[start:]
+        try:
+            json.loads(tail)
+        except ValueError:
+            os.truncate(self.metrics_file, start)
+            return
+        with open(self.metrics_file, "ab") as fh:
+            fh.write(b"\n")
+
+    def _torn_tail(self) -> Optional[int]:
+        """The byte offset where a torn last line starts, or None (file ends in a newline)."""
+        try:
+            data = self.metrics_file.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not data or data.endswith(b"\n"):
+            return None
+        return data.rfind(b"\n") + 1
 
 
 def _json_number(v: Any) -> Any:

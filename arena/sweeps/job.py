@@ -11,6 +11,9 @@ import traceback
 from pathlib import Path
 from typing import Callable, Optional
 
+from arena.runs.folder import RunFolder
+from arena.runs.layout import SUMMARY_FILE
+
 from .ledger import BUSY, DONE, FAILED, CellLock
 
 
@@ -57,26 +60,27 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
 def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
              train_fn: Optional[Callable] = None) -> str:
     set_job_env(env, threads)
-    cell_dir = Path(cfg.out)
-    if (cell_dir / "summary.json").exists():
+    run = RunFolder(cfg.out)
+    if run.done:
         return DONE
-    with CellLock(cell_dir) as held:
+    with CellLock(run.path) as held:
         if not held:
             return BUSY
-        if (cell_dir / "summary.json").exists():  # finished while we waited for the lock
+        if run.done:  # finished while we waited for the lock
             return DONE
-        previous_error = cell_dir / "error.txt"
-        if previous_error.exists():  # a retry: keep the old traceback aside, not as this run's
-            os.replace(previous_error, cell_dir / f"error.{int(time.time())}.prev.txt")
+        run.set_aside_summary()  # an unreadable summary.json: kept aside, the cell runs again
+        if run.error_file.exists():  # a retry: keep the old traceback aside, not as this run's
+            os.replace(run.error_file, run.path / f"error.{int(time.time())}.prev.txt")
         try:
             code = (train_fn or default_train_fn)(cfg)
         except Exception:
-            (cell_dir / "error.txt").write_text(traceback.format_exc())
+            run.write_error(traceback.format_exc())
             return FAILED
-        if (cell_dir / "summary.json").exists():
+        if run.done:
             return DONE
-        if not (cell_dir / "error.txt").exists():
-            (cell_dir / "error.txt").write_text(f"training returned exit code {code} without writing summary.json\n")
+        if not run.error_file.exists():
+            problem = run.summary_problem()
+            run.write_error(f"training returned exit code {code} without a valid {SUMMARY_FILE} ({problem})\n")
         return FAILED
 
 

@@ -1,6 +1,7 @@
 """The ledger: a cell's state is read from its run folder alone (decisions.md §F).
 
-    done     summary.json exists (the only proof of completion)
+    done     summary.json parses and carries every field (the only proof of completion;
+             a corrupt one counts as missing: the job sets it aside and reruns the cell)
     busy     a live process holds the cell's lock
     failed   error.txt exists and no live holder
     missing  anything else (never started, or killed: resumes from its checkpoint)
@@ -19,6 +20,9 @@ import socket
 import threading
 import time
 from pathlib import Path
+
+from arena.runs.folder import RunFolder
+from arena.runs.layout import ERROR_FILE
 
 DONE, BUSY, FAILED, MISSING = "done", "busy", "failed", "missing"
 LOCK_NAME, HEARTBEAT_NAME = ".lock", ".heartbeat"
@@ -69,11 +73,11 @@ def flock_is_held(cell_dir: Path) -> bool:
 
 def cell_state(cell_dir: str | Path) -> str:
     cell_dir = Path(cell_dir)
-    if (cell_dir / "summary.json").exists():
+    if RunFolder(cell_dir).done:
         return DONE
     if flock_is_held(cell_dir) or heartbeat_is_live(cell_dir):
         return BUSY
-    if (cell_dir / "error.txt").exists():
+    if (cell_dir / ERROR_FILE).exists():
         return FAILED
     return MISSING
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Generator
 
 from arena.config import resolve_po
-from arena.runs import atomic_write_json
+from arena.runs import RunFolder, atomic_write_json
 
 from .grids import arm_overrides
 from .plan import REPORT, SEARCH, Cell, SweepPlan, base_config, make_cell
@@ -31,8 +31,7 @@ MODES = ("first", "best", "tpe")
 
 
 def _evaluate(cells: list[Cell], theta: float) -> dict:
-    summaries = [json.loads((c.out / "summary.json").read_text()) if (c.out / "summary.json").exists() else None
-                 for c in cells]
+    summaries = [RunFolder(c.out).summary() for c in cells]  # None unless a valid summary.json
     ok = all(s is not None for s in summaries)
     variances = [s.get("var_last20") if s else None for s in summaries]
     instability = max((math.inf if v is None else float(v)) for v in variances)

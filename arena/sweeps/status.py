@@ -1,31 +1,25 @@
 """A sweep's state from disk alone: the manifest plus each cell's run folder, and a plain
-per-arm summary table (the fallback when the report can't be built)."""
+per-arm summary table (the fallback when the report can't be built). The layout, the manifest
+reader and the summary check are arena.runs' (docs/design.md, Run folder); "±" is the sample
+standard deviation over seeds, as in the report (docs/methods.md, Report statistics)."""
 from __future__ import annotations
 
-import json
-import statistics
+import math
 from pathlib import Path
 from typing import Callable
 
+from arena.runs.folder import RunFolder
+from arena.runs.layout import cell_dir, sweep_dir
+from arena.runs.manifest import read_manifest
+
 from .ledger import DONE, cell_state
 
-
-def sweep_dir(results_dir: str | Path, name: str) -> Path:
-    return Path(results_dir).resolve() / "sweeps" / name
-
-
-def read_manifest(results_dir: str | Path, name: str) -> dict:
-    path = sweep_dir(results_dir, name) / "manifest.json"
-    if not path.exists():
-        root = Path(results_dir).resolve() / "sweeps"
-        known = sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
-        raise ValueError(f"no sweep named {name!r} under {root}; valid: {', '.join(known) or '(none)'}")
-    return json.loads(path.read_text())
+__all__ = ["arm_summary_rows", "cell_states", "print_plain_table", "print_summary", "read_manifest",
+           "status_lines", "sweep_dir"]
 
 
 def cell_states(results_dir: str | Path, manifest: dict) -> list[tuple[dict, str]]:
-    cells = sweep_dir(results_dir, manifest["name"]) / "cells"
-    return [(row, cell_state(cells / row["cell_id"])) for row in manifest["cells"]]
+    return [(row, cell_state(cell_dir(results_dir, manifest["name"], row["cell_id"]))) for row in manifest["cells"]]
 
 
 def status_lines(results_dir: str | Path, name: str) -> list[str]:
@@ -37,45 +31,60 @@ def status_lines(results_dir: str | Path, name: str) -> list[str]:
     lines = [f"sweep {name} ({manifest['dimension']}): {len(rows)} cells: "
              + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("done", "busy", "failed", "missing"))]
     for row, state in rows:
-        lines.append(f"  {row['role']:6s} {row['arm']:16s} {row['env']:10s} seed={row['seed']:<4d} {row['cell_id']}  {state}")
+        run = RunFolder(cell_dir(results_dir, name, row["cell_id"]))
+        note = ""
+        if state != DONE and run.summary_file.exists():  # present but no proof: it will be rerun
+            note = f"  ({run.summary_problem()}; the next sweep sets it aside and reruns the cell)"
+        lines.append(f"  {row['role']:6s} {row['arm']:16s} {row['env']:10s} seed={row['seed']:<4d} {row['cell_id']}  "
+                     f"{state}{note}")
     return lines
 
 
 def arm_summary_rows(results_dir: str | Path, name: str) -> list[dict]:
-    """One row per (arm, env) of the report cells: done count, mean/sd final success, stability."""
+    """One row per (arm, env) of the report cells: done count, mean and sample sd of the final
+    success over the done seeds (sd None with fewer than 2), stability."""
+    from arena.analysis.stats import mean_std
+
     manifest = read_manifest(results_dir, name)
-    cells = sweep_dir(results_dir, name) / "cells"
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in manifest["cells"]:
         if row["role"] == "report":
             groups.setdefault((row["arm"], row["env"]), []).append(row)
     out = []
     for (arm, env), rows in groups.items():
-        summaries = [json.loads((cells / r["cell_id"] / "summary.json").read_text())
-                     for r in rows if cell_state(cells / r["cell_id"]) == DONE]
+        summaries = [s for s in (RunFolder(cell_dir(results_dir, name, r["cell_id"])).summary() for r in rows)
+                     if s is not None]
         finals = [float(s["final_eval_success"]) for s in summaries if s.get("final_eval_success") is not None]
+        mean, sd = mean_std(finals)
         out.append({
             "arm": arm, "env": env, "done": len(summaries), "cells": len(rows),
-            "success_mean": statistics.fmean(finals) if finals else None,
-            "success_sd": statistics.pstdev(finals) if len(finals) > 1 else (0.0 if finals else None),
-            # a method is stable on an env only if all of its seeds are (decisions §E)
+            "success_mean": mean if finals else None,
+            "success_sd": sd if not math.isnan(sd) else None,
+            # a method is stable on an env only if all of its seeds are (docs/methods.md, Stability)
             "stable": (all(s.get("stable") is True for s in summaries) if len(summaries) == len(rows) else None),
         })
     return out
+
+
+def format_success(mean, sd) -> str:
+    """`mean±sd` (sample sd), `mean` alone with one seed, `-` with none."""
+    if mean is None:
+        return "-"
+    return f"{mean:.3f}" if sd is None else f"{mean:.3f}±{sd:.3f}"
 
 
 def print_plain_table(results_dir: str | Path, name: str, log: Callable = print) -> int:
     rows = arm_summary_rows(results_dir, name)
     log(f"{'arm':16s} {'env':10s} {'done':>7s} {'success':>15s} {'stable':>7s}")
     for r in rows:
-        succ = "-" if r["success_mean"] is None else f"{r['success_mean']:.3f}±{r['success_sd']:.3f}"
+        succ = format_success(r["success_mean"], r["success_sd"])
         log(f"{r['arm']:16s} {r['env']:10s} {r['done']:>3d}/{r['cells']:<3d} {succ:>15s} {str(r['stable']):>7s}")
     return len(rows)
 
 
 def print_summary(results_dir: str | Path, name: str, log: Callable = print) -> None:
-    """Write the sweep's report (tables, figures; issue #6) and print its table. A report that
-    can't be built (e.g. mixed git SHAs) falls back to the plain per-arm table, with the reason."""
+    """Write the sweep's report (tables, figures) and print its table. A report that can't be
+    built (e.g. mixed git SHAs) falls back to the plain per-arm table, with the reason."""
     from arena.analysis.report import print_summary_table, write_report
 
     results_dir = str(Path(results_dir).resolve())

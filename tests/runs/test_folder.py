@@ -1,6 +1,10 @@
 import json
 
 from arena.runs import RunFolder
+from arena.runs.layout import SUMMARY_FIELDS
+
+# a summary.json with every field a proof of completion carries (values as build_summary writes them)
+VALID_SUMMARY = {**{k: None for k in SUMMARY_FIELDS}, "status": "done", "final_eval_success": 0.5, "stable": True}
 
 
 def test_resume_keeps_rows_up_to_checkpoint_and_replaces_the_rest(tmp_path):
@@ -22,7 +26,7 @@ def test_summary_is_the_proof_of_completion_and_clears_error(tmp_path):
     run = RunFolder(tmp_path / "cell").create()
     assert not run.done and run.summary() is None
     run.write_error("Traceback ...")
-    run.write_summary({"status": "done", "final_eval_success": 0.5})
+    run.write_summary(dict(VALID_SUMMARY))
     assert run.done and run.summary()["status"] == "done" and not run.error_file.exists()
     assert not list(run.path.glob(".*.tmp"))  # no temp files left behind
 

@@ -10,9 +10,19 @@ Behaviour from environment variables (read inside the job):
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
+
+# A summary.json with every field a valid one carries (arena.runs.layout.SUMMARY_FIELDS)
+VALID_SUMMARY = {"status": "done", "final_eval_success": 0.5, "var_last20": 0.0, "noise_floor": 0.0, "theta": 0.0025,
+                 "stable": True, "n_eval": 8, "steps": 3, "wall_seconds": 0.0, "git_sha": None, "git_dirty": None,
+                 "versions": {}, "host": "fake", "slurm_job_id": None}
+
+
+def write_valid_summary(cell_dir) -> None:
+    (Path(cell_dir) / "summary.json").write_text(json.dumps(VALID_SUMMARY))
 
 
 def train(cfg) -> int:
@@ -36,9 +46,12 @@ def train(cfg) -> int:
     run.append_metrics({"step": 1, "eval/success_rate": 0.5})
     # score = 0.5 + eps_high (when set), so "best" prefers a larger eps_high among stable points
     score = 0.5 + float(hp.get("eps_high", 0.0))
+    # every field a valid summary.json carries (arena.runs.layout.SUMMARY_FIELDS), else it is no proof
     run.write_summary({"status": "done", "final_eval_success": score, "var_last20": 0.01 if unstable else 0.0,
+                       "noise_floor": 0.0, "theta": 0.0025, "n_eval": 8, "wall_seconds": 0.0,
                        "stable": not unstable, "steps": cfg.steps, "git_sha": os.environ.get("ARENA_GIT_SHA"),
-                       "git_dirty": os.environ.get("ARENA_GIT_DIRTY")})
+                       "git_dirty": os.environ.get("ARENA_GIT_DIRTY"), "versions": {}, "host": "fake",
+                       "slurm_job_id": None})
     return 0
 
 

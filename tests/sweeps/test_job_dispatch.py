@@ -9,6 +9,8 @@ from arena.config import load_config
 from arena.sweeps import job
 from arena.sweeps.ledger import FAILED
 
+from .fake_train import write_valid_summary
+
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed: a verl cell would train")
 def test_verl_cell_runs_in_a_child_process_and_fails_clearly_without_vllm(tmp_path, monkeypatch):
@@ -30,7 +32,7 @@ def test_embedded_cell_trains_in_process(tmp_path, monkeypatch):
 
     def fake_train(cfg, **_):
         seen.append(os.getpid())
-        (tmp_path / "cell" / "summary.json").write_text("{}")
+        write_valid_summary(tmp_path / "cell")
         return 0
 
     monkeypatch.setattr("arena.backends.embedded.run.run_training", fake_train)

@@ -9,10 +9,12 @@ def test_settle_waiting_reads_done_failed_and_vanished_holders(tmp_path):
 
     from arena.sweeps.ledger import DONE, FAILED, settle_waiting
 
+    from .fake_train import write_valid_summary
+
     cells = {name: SimpleNamespace(out=tmp_path / name) for name in ("done", "failed", "gone", "gone_again")}
     for cell in cells.values():
         cell.out.mkdir()
-    (tmp_path / "done" / "summary.json").write_text("{}")
+    write_valid_summary(tmp_path / "done")
     (tmp_path / "failed" / "error.txt").write_text("Traceback")
     waiting, outcome, requeues = dict(cells), {}, {"gone_again": 1}
     rerun = settle_waiting(waiting, outcome, requeues, max_requeues=1)

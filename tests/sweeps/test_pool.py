@@ -1,6 +1,5 @@
 """The local launcher's worker pool, in-process: claims, outcomes, busy cells, STOP, a dead
 driver, and the driver loop (pool.run_pool) with submitit's debug executor as the workers."""
-import json
 import subprocess
 
 import pytest
@@ -80,7 +79,7 @@ def test_fail_fast_worker_writes_stop(plan, monkeypatch):
 
 def test_run_pool_runs_each_cell_once(plan, tmp_path):
     (plan.cells[1].out).mkdir(parents=True)
-    (plan.cells[1].out / "summary.json").write_text(json.dumps({"status": "done"}))  # done before: not run
+    fake_train.write_valid_summary(plan.cells[1].out)  # done before: not run
     executor = make_executor("debug", tmp_path / "jobs", timeout_min=None)
     lines = []
     outcome = run_pool(plan.cells, executor=executor, pool_dir=tmp_path / "pool", parallel=2, env={}, threads=None,

@@ -1,17 +1,18 @@
 """Training-state checkpoints: model, optimizer, RNG states and step, written atomically.
 
-`<ckpt>/state.pt` is replaced in one os.replace, so a kill mid-write leaves the previous
-checkpoint intact."""
+`<ckpt>/state.pt` is written to a temp file, fsynced, and replaced in one os.replace (then the
+folder is fsynced), so a kill or a crash mid-write leaves the previous checkpoint intact
+(arena.runs.atomic; docs/design.md, Run folder)."""
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
+
+from arena.runs.atomic import atomic_write_with
 
 STATE_FILE = "state.pt"
 
@@ -25,15 +26,7 @@ def save_state(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Op
         "optimizer": optimizer.state_dict(),
         "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
     }
-    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".state.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, ckpt_dir / STATE_FILE)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return ckpt_dir / STATE_FILE
+    return atomic_write_with(ckpt_dir / STATE_FILE, lambda tmp: torch.save(state, tmp))
 
 
 def load_state(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Optional[int]:

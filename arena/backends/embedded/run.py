@@ -1,7 +1,8 @@
 """`arena train` for the embedded backend: config -> run folder -> BC init -> RL -> summary.
 
 A failure writes error.txt (with the traceback) into the run folder and exits 1; the run
-folder of a finished run (summary.json present) is not trained again."""
+folder of a finished run (a valid summary.json) is not trained again; an invalid one is moved
+aside and the run resumes from its checkpoint (docs/design.md, Run folder)."""
 from __future__ import annotations
 
 import traceback
@@ -28,6 +29,9 @@ def run_training(cfg, log=print) -> int:
 
     check_trainable(cfg)
     run = RunFolder(run_dir(cfg)).create()
+    aside = run.set_aside_summary()  # an unreadable summary.json is no proof: kept aside, run again
+    if aside is not None:
+        log(f"[train] {run.summary_file.name} was unreadable; kept as {aside.name}, running the cell again")
     if run.done:
         log(f"[train] already done: {run.summary_file}")
         return EXIT_OK

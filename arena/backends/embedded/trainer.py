@@ -124,9 +124,12 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     run.create()
     run.write_config(OmegaConf.to_yaml(cfg))
     start_step = load_state(run.ckpt, model, optimizer)
+    # metrics.jsonl restarts where the model does: rows up to the checkpoint, none without one
+    kept, dropped = run.reset_metrics(start_step)
     if start_step is not None:
-        kept = run.truncate_metrics_after(start_step)
-        log(f"[train] resumed from step {start_step} ({kept} metric rows kept)")
+        log(f"[train] resumed from step {start_step} ({kept} metric rows kept, {dropped} later ones dropped)")
+    elif dropped:
+        log(f"[train] no checkpoint: starting from step 0 ({dropped} metric rows of a killed run dropped)")
     first_step = 0 if start_step is None else start_step + 1
     env_kwargs = to_plain(cfg.env.kwargs)
     envs = [make(cfg.env.name, **env_kwargs) for _ in range(cfg.batch_envs * cfg.group_size)]

@@ -1,0 +1,59 @@
+"""The results layout, owned here and nowhere else (docs/design.md, Run folder):
+
+    <results_dir>/runs/<cell_id>/                    `arena train` without out=
+    <results_dir>/sweeps/<name>/manifest.json        (arm, env, seed) -> cell_id, role
+    <results_dir>/sweeps/<name>/cells/<cell_id>/     one run folder per cell
+    <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state
+    <results_dir>/sweeps/<name>/report/              the report
+
+A run folder holds config.yaml, metrics.jsonl, summary.json, ckpt/ and error.txt (RunFolder).
+`name` and arm names become path parts, so they must be safe names (`check_name`).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+ERROR_FILE = "error.txt"
+CKPT_DIR = "ckpt"
+MANIFEST_FILE = "manifest.json"
+CELLS_DIR = "cells"
+SEARCH_DIR = "search"
+REPORT_DIR = "report"
+SWEEPS_DIR = "sweeps"
+RUNS_DIR = "runs"
+
+# What a summary.json must carry to count as the proof of a finished run (docs/design.md,
+# Run folder): values may be null (e.g. no eval point), the keys may not be missing.
+SUMMARY_STATUSES = ("done", "collapsed")
+SUMMARY_FIELDS = ("status", "final_eval_success", "var_last20", "noise_floor", "theta", "stable", "n_eval",
+                  "steps", "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
+
+# A name used as one path part: letters, digits, '.', '_', '-', '+', '=', ',' ; not starting
+# with '.' or '-' (no hidden folders, no "..", no option-looking names), at most 100 characters.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=,-]{0,99}")
+SAFE_NAME_RULE = ("letters, digits and . _ - + = , (at most 100 characters, not starting with '.' or '-', "
+                  "no '/')")
+
+
+def check_name(key: str, value: object) -> str:
+    """`value` when it is a safe single path part, else ValueError naming `key` and the rule."""
+    text = "" if value is None else str(value)
+    if not SAFE_NAME.fullmatch(text):
+        raise ValueError(f"{key}={text!r} is not a valid name; valid: {SAFE_NAME_RULE}")
+    return text
+
+
+def sweep_dir(results_dir: str | Path, name: str) -> Path:
+    return Path(results_dir).resolve() / SWEEPS_DIR / name
+
+
+def cell_dir(results_dir: str | Path, name: str, cell_id: str) -> Path:
+    return sweep_dir(results_dir, name) / CELLS_DIR / cell_id
+
+
+def manifest_file(results_dir: str | Path, name: str) -> Path:
+    return sweep_dir(results_dir, name) / MANIFEST_FILE
