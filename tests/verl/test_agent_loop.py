@@ -314,3 +314,38 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
     per_row = (updated.batch["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [6]
     torch.testing.assert_close(per_row[:4], want["score"] - want["score"].mean(), rtol=0, atol=1e-6)
     assert updated.batch["advantages"][4:].abs().sum() == 0
+
+
+# --------------------------------------------------------------------------- stop rule, real tokenizer
+def test_agent_loop_sends_the_stop_and_cuts_an_overshooting_server(tmp_path):
+    # A byte-level BPE tokenizer in the HF layout, in which "</action>" is several tokens. The
+    # server ignores `stop` and returns RIGHT + " then more": the loop must ask for the stop
+    # (sampling_params["stop"]) and cut the ids after the token that completes "</action>" (the
+    # space before "then" is a pre-token boundary, so the cut text is exactly RIGHT).
+    from tests.verl.real_tokenizer import STOP, build_real_tokenizer
+
+    tok = build_real_tokenizer(tmp_path)
+    assert len(tok.encode(STOP, add_special_tokens=False)) > 1
+    long_ids = tok.encode(RIGHT + " then more", add_special_tokens=False)
+    seen = []
+
+    class OvershootingServer:
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            seen.append(dict(sampling_params))
+            return TokenOutput(token_ids=long_ids, log_probs=[-0.5] * len(long_ids))
+
+    worker = _worker(tok, OvershootingServer())
+    gen_batch = DataProto.from_dict(non_tensors={
+        "raw_prompt": np.array([[]], dtype=object), "uid": np.array(["g0"], dtype=object),
+        "index": np.array([3]), "extra_info": np.array([{"seed": 3}], dtype=object)})
+    mp = pytest.MonkeyPatch()
+    mp.setattr(loop_module, "make", lambda name, **kw: SokobanEnv.from_layout(CORRIDOR))
+    try:
+        out = asyncio.run(worker.generate_sequences(gen_batch))
+    finally:
+        mp.undo()
+    (turn,) = out.non_tensor_batch["arena_turns"][0]  # "right" solves the corridor in one turn
+    n = len(tok.encode(RIGHT, add_special_tokens=False))
+    assert turn["response_ids"] == long_ids[:n] and turn["text"] == RIGHT
+    assert turn["logp"] == [-0.5] * n and turn["action_valid"]
+    assert seen[0]["stop"] == [STOP]

@@ -128,6 +128,17 @@ class StopStrings:
         out[index] = found
         return out
 
+    def cut(self, ids: Sequence[int]) -> int:
+        """The length of response `ids` under this rule: t + 1 for the first token t after which
+        the text contains a stop string, else len(ids) (for a server that may not stop itself)."""
+        ids = list(ids)
+        for t, token in enumerate(ids):
+            if token < self.candidates.shape[0] and bool(self.candidates[token]):
+                text = self.tokenizer.decode(ids[max(0, t + 1 - self.window) : t + 1], skip_special_tokens=True)
+                if any(s in text for s in self.stops):
+                    return t + 1
+        return len(ids)
+
 
 @torch.no_grad()
 def sample_tokens(

@@ -7,7 +7,9 @@ agent protocol, one LLM call per turn through verl's server handle:
 
     prompt_k = render_prompt(obs_k, history, k)                 (arena/agent/prompts.py)
     ids_k    = tokenizer.encode(prompt_k, add_special_tokens=False)   (as the embedded sampler)
-    out_k    = await server_manager.generate(request_id, prompt_ids=ids_k, sampling_params)
+    out_k    = await server_manager.generate(request_id, prompt_ids=ids_k,
+                                             sampling_params + {max_tokens, stop: ["</action>"]})
+    out_k    = out_k cut after the first token whose text completes a stop string
     text_k   = tokenizer.decode(out_k.token_ids, skip_special_tokens=True)
     project text_k, step the env, record the turn             (arena/agent/rollout._play_turn)
 
@@ -20,6 +22,13 @@ turn's (verl pads them into its per-prompt batch; they are not trained on);
 `reward_extra_info["acc"]` = won (verl's validation reports it as `val-core/<src>/acc/mean@k`,
 which `run_folder` maps to eval/success_rate).
 
+Stop rule: the same as the embedded sampler's (arena/backends/embedded/sampler.py,
+`StopStrings`): the response ends at the token after which its text contains a stop string
+(`stop`, default `</action>`), however many tokens the tokenizer spells it with. The stop
+strings go to the server as `sampling_params["stop"]` (vLLM's and arena's rollout honour it);
+the loop cuts the returned ids by the same rule, so a server that overshoots cannot change
+the per-turn rows.
+
 Seed of the episode: the row's `arena_seed` (set by the trainer on resampling tries), else
 `extra_info["seed"]`, else the row's `index`. Settings are keyword arguments of the
 constructor; verl passes the extra keys of an `agent_loop_config_path` entry
@@ -28,7 +37,7 @@ constructor; verl passes the extra keys of an `agent_loop_config_path` entry
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import (
@@ -40,6 +49,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from arena.agent.rollout import _play_turn, _Trajectory, _turn_limit
+from arena.backends.embedded.sampler import StopStrings
 from arena.envs import make
 
 from .verl_config import AGENT_LOOP_NAME
@@ -76,12 +86,14 @@ def _records(traj: _Trajectory) -> list[dict]:
 class ArenaAgentLoop(AgentLoopBase):
     def __init__(self, *args, env_name: str = "sokoban", env_kwargs: Optional[dict] = None,
                  penalty_coef: float = 0.1, history_length: int = 2, template: str = "compact",
-                 max_turns: Optional[int] = None, max_new_tokens: Optional[int] = None, **kwargs):
+                 max_turns: Optional[int] = None, max_new_tokens: Optional[int] = None,
+                 stop: Sequence[str] = ("</action>",), **kwargs):
         super().__init__(*args, **kwargs)
         self.env = make(env_name, **dict(env_kwargs or {}))
         self.penalty_coef, self.history_length, self.template = float(penalty_coef), int(history_length), template
         self.max_turns = max_turns
         self.max_new_tokens = int(max_new_tokens or self.rollout_config.response_length)
+        self.stop = StopStrings(self.tokenizer, list(stop)) if stop else None
 
     async def run(self, sampling_params: dict[str, Any], **row) -> AgentLoopOutput:
         seed = episode_seed(row)
@@ -89,6 +101,8 @@ class ArenaAgentLoop(AgentLoopBase):
         errors: list[str] = []
         traj.reset(errors)  # env failures are isolated, as in rollout.py
         params = {**sampling_params, "max_tokens": self.max_new_tokens}
+        if self.stop is not None:
+            params["stop"] = list(self.stop.stops)
         request_id = uuid4().hex  # one sticky session per episode
         generate_seconds, turn = 0.0, 0
         last_prompt, last_response, last_logp = [], [], []
@@ -99,6 +113,8 @@ class ArenaAgentLoop(AgentLoopBase):
             out = await self.server_manager.generate(request_id, prompt_ids=prompt_ids, sampling_params=params)
             generate_seconds += time.perf_counter() - t0
             token_ids = list(out.token_ids)[: self.max_new_tokens]
+            if self.stop is not None:
+                token_ids = token_ids[: self.stop.cut(token_ids)]
             logp = list(out.log_probs)[: len(token_ids)] if out.log_probs else [0.0] * len(token_ids)
             text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
             _play_turn(traj, (text, prompt_ids, token_ids, logp), turn, errors)
