@@ -132,6 +132,13 @@ def _verl_config(args: Sequence[str]) -> int:
     return verl_config_main(list(args))
 
 
+def _evaluation(module: str, entry: str) -> Callable[[dict], int]:
+    """`arena eval` / `arena serve` (arena/evaluation/, docs/eval.md)."""
+    import importlib
+
+    return getattr(importlib.import_module(f"arena.evaluation.{module}"), entry)
+
+
 def _sweeps(verb: str) -> Callable[[Sequence[str]], int]:
     def run(args: Sequence[str]) -> int:
         from arena.sweeps import cli as sweep_cli
@@ -152,6 +159,8 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "envs": _envs,
     "train": _train,
     "bc": _bc,
+    "eval": lambda args: _evaluation("runner", "eval_main")(parse_overrides(args)),
+    "serve": lambda args: _evaluation("server", "serve_main")(parse_overrides(args)),
 }
 
 

@@ -1,0 +1,163 @@
+"""`arena eval` / `arena serve` arguments: the eval-only keys, their choices, and the run folder.
+
+`arena eval key=value ...` takes the keys below; every other key (`env=`, `env.kwargs.*`,
+`model.path`, `model.prompt_template`, `eval.temperature`, `out`, `results_dir`, ...) is a run
+config key and goes through the same composition and checks as `arena train`
+(docs/design.md, Config paths). `n=` is `eval.n` and `seed=` is the first held-out episode:
+episode i of the eval plays `eval_seed(seed + i)`, exactly the seeds a training run's eval
+plays when seed=0 (docs/eval.md, What arena eval runs).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+POLICIES = ("checkpoint", "openai")
+PARADIGMS = ("sla", "debate", "aggressive_debate")
+
+# eval-only keys and their defaults (docs/eval.md, Keys)
+DEFAULTS: dict[str, Any] = {
+    "policy": "checkpoint",
+    "paradigm": "sla",
+    "model": None,  # policy=openai: the model name sent to the endpoint
+    "base_url": "https://api.openai.com/v1",
+    "api_key_env": "OPENAI_API_KEY",  # "" = send no key (a local `arena serve`)
+    "label": None,  # the row name in the report table; default: the model name / checkpoint folder
+    "debate.agents": 3,
+    "debate.rounds": 2,
+    "concurrency": 4,  # episodes (so requests) in flight at once
+    "retry.max": 5,  # retries after the first attempt of one request
+    "retry.backoff": 0.5,  # seconds; exponential backoff with jitter when no Retry-After is given
+    "retry.max_wait": 60.0,  # cap on one wait, Retry-After included
+    "timeout": 60.0,  # seconds per attempt (connect and read)
+    "max_tokens": None,  # per reply; default: env.max_new_tokens (checkpoint), 1024 (openai)
+    "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
+}
+SERVE_DEFAULTS: dict[str, Any] = {"model.path": None, "port": 8000, "host": "127.0.0.1", "served_name": None,
+                                  "device": "cpu", "max_tokens": None}
+OPENAI_MAX_TOKENS = 1024
+
+
+class BadEvalInput(ValueError):
+    """A user error: exit code 2, with the key and its valid values in the message."""
+
+
+@dataclass
+class EvalOptions:
+    policy: str
+    paradigm: str
+    model: Optional[str]
+    base_url: str
+    api_key_env: str
+    label: str
+    agents: int
+    rounds: int
+    concurrency: int
+    max_retries: int
+    backoff: float
+    max_wait: float
+    timeout: float
+    max_tokens: int
+    chunk: int
+
+    def public(self) -> dict:
+        """The options as written to config.yaml: the key's variable NAME, never its value."""
+        return asdict(self)
+
+
+def split_args(args: dict) -> tuple[dict, dict]:
+    """(eval-only options, run config overrides). `n` -> eval.n; `seed` stays a config key."""
+    opts, overrides = {}, {}
+    for key, value in args.items():
+        if key in DEFAULTS:
+            opts[key] = value
+        elif key == "n":
+            overrides["eval.n"] = value
+        else:
+            overrides[key] = value
+    return opts, overrides
+
+
+def _int(key: str, value: Any, low: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BadEvalInput(f"{key}={value!r}: expected an integer >= {low}") from None
+    if number < low or isinstance(value, bool):
+        raise BadEvalInput(f"{key}={value!r}: expected an integer >= {low}")
+    return number
+
+
+def _float(key: str, value: Any, low: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BadEvalInput(f"{key}={value!r}: expected a number >= {low}") from None
+    if number < low:
+        raise BadEvalInput(f"{key}={value!r}: expected a number >= {low}")
+    return number
+
+
+def build_options(opts: dict, cfg) -> EvalOptions:
+    """Check the eval-only keys against their choices (BadEvalInput names key and valid values)."""
+    o = {**DEFAULTS, **opts}
+    if o["policy"] not in POLICIES:
+        raise BadEvalInput(f"unknown policy {o['policy']!r}; valid: {', '.join(POLICIES)}")
+    if o["paradigm"] not in PARADIGMS:
+        raise BadEvalInput(f"unknown paradigm {o['paradigm']!r}; valid: {', '.join(PARADIGMS)}")
+    if o["policy"] == "openai":
+        if not o["model"] or not isinstance(o["model"], str):
+            raise BadEvalInput("policy=openai needs model=NAME (the model id the endpoint serves)")
+        if not str(o["base_url"]).startswith(("http://", "https://")):
+            raise BadEvalInput(f"base_url={o['base_url']!r}: expected an http:// or https:// URL")
+        label = o["label"] or o["model"]
+    else:
+        if o["model"] is not None:
+            raise BadEvalInput("model=NAME is for policy=openai; policy=checkpoint takes model.path=DIR")
+        if not cfg.model.path:
+            raise BadEvalInput("policy=checkpoint needs model.path=DIR (an arena or local HF checkpoint)")
+        if not Path(cfg.model.path).is_dir():
+            raise BadEvalInput(f"model.path={cfg.model.path!r}: no such checkpoint folder")
+        if o["paradigm"] != "sla":
+            raise BadEvalInput(f"paradigm={o['paradigm']} needs a chat endpoint: serve the checkpoint "
+                               "(arena serve model.path=...) and use policy=openai; valid for policy=checkpoint: sla")
+        label = o["label"] or "/".join(Path(cfg.model.path).resolve().parts[-2:])  # e.g. <bc hash>/model
+    default_tokens = OPENAI_MAX_TOKENS if o["policy"] == "openai" else cfg.env.max_new_tokens
+    return EvalOptions(
+        policy=o["policy"], paradigm=o["paradigm"], model=o["model"], base_url=str(o["base_url"]).rstrip("/"),
+        api_key_env=str(o["api_key_env"] or ""), label=str(label),
+        agents=_int("debate.agents", o["debate.agents"], 2 if "debate" in o["paradigm"] else 1),
+        rounds=_int("debate.rounds", o["debate.rounds"], 1), concurrency=_int("concurrency", o["concurrency"], 1),
+        max_retries=_int("retry.max", o["retry.max"], 0), backoff=_float("retry.backoff", o["retry.backoff"], 0.0),
+        max_wait=_float("retry.max_wait", o["retry.max_wait"], 0.0), timeout=_float("timeout", o["timeout"], 0.001),
+        max_tokens=_int("max_tokens", o["max_tokens"] if o["max_tokens"] is not None else default_tokens, 1),
+        chunk=_int("chunk", o["chunk"], 1),
+    )
+
+
+# Options that do not change what an episode computes: left out of the eval id, so a rerun
+# with more concurrency or patience reuses the cached episodes.
+NOT_IN_EVAL_ID = ("label", "concurrency", "max_retries", "backoff", "max_wait", "timeout", "chunk")
+
+
+def eval_id(cfg, options: EvalOptions) -> str:
+    """A hash of what decides the episodes' outcomes: environment, prompts, decoding, policy."""
+    from arena.config import to_plain
+
+    what = {
+        "env": to_plain(cfg.env), "eval": to_plain(cfg.eval), "seed": int(cfg.seed),
+        "prompt_template": cfg.model.prompt_template,
+        "model_path": str(Path(cfg.model.path).resolve()) if options.policy == "checkpoint" else None,
+        "options": {k: v for k, v in options.public().items() if k not in NOT_IN_EVAL_ID},
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def eval_dir(cfg, options: EvalOptions) -> Path:
+    """`out`, else `<results_dir>/evals/<eval_id>` (docs/eval.md, Run folder)."""
+    if cfg.out:
+        return Path(cfg.out).resolve()
+    return Path(cfg.results_dir).resolve() / "evals" / eval_id(cfg, options)

@@ -1,0 +1,216 @@
+"""`arena eval key=value ...`: evaluate a policy on held-out episodes into a run folder
+(docs/eval.md). Exit codes: 0 every episode done (summary.json written); 1 some episode failed
+(API failure after the last retry, or a crash: error.txt lists them, the done ones stay
+cached and a rerun plays only the rest); 2 bad input.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from arena.config import BadConfig, load_config, to_plain
+from arena.envs import eval_seed, make
+from arena.runs import RunFolder, atomic_write_text
+from arena.runs.provenance import provenance
+
+from .client import ApiFailure, ChatClient
+from .debate import debate_turn, sla_turn
+from .episodes import load_cached, play_chat_episode, records_from_batch, success_ci, totals, write_episode
+from .options import BadEvalInput, EvalOptions, build_options, eval_dir, eval_id, split_args
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def prepare(args: dict):
+    """(resolved run config, EvalOptions) from the command line's key=value dict."""
+    opts, overrides = split_args(args)
+    if opts.get("policy") == "openai" and "model.prompt_template" not in overrides:
+        overrides["model.prompt_template"] = "full"  # an instruction-following model needs the full wording
+    try:
+        cfg = load_config(overrides)
+    except BadConfig as exc:
+        raise BadEvalInput(str(exc)) from exc
+    if int(cfg.seed) < 0 or int(cfg.eval.n) < 1:
+        raise BadEvalInput(f"need seed >= 0 (the first held-out episode) and n >= 1; got seed={cfg.seed}, n={cfg.eval.n}")
+    return cfg, build_options(opts, cfg)
+
+
+class Progress:
+    """Prints a line every ~10% of the episodes, and at the end."""
+
+    def __init__(self, total: int, log: Callable):
+        self.total, self.log, self.done, self.won, self.retries = total, log, 0, 0, 0
+        self.every, self.lock, self.start = max(1, total // 10), threading.Lock(), time.time()
+
+    def add(self, record: dict) -> None:
+        with self.lock:
+            self.done += 1
+            self.won += int(record["won"])
+            self.retries += int(record["retries"])
+            if self.done % self.every == 0 or self.done == self.total:
+                self.log(f"[eval] {self.done}/{self.total} episodes, success so far {self.won / self.done:.3f}, "
+                         f"retries {self.retries}, {time.time() - self.start:.0f}s")
+
+
+def run_checkpoint(cfg, options: EvalOptions, path: Path, pending: list[int], progress: Progress) -> dict[int, str]:
+    """Batched greedy/sampled rollouts of a local checkpoint, `chunk` episodes at a time."""
+    from arena.agent.rollout import rollout
+
+    from .local_model import LocalModel
+
+    local = LocalModel(cfg.model.path, device=cfg.device)
+    policy = local.policy(temperature=cfg.eval.temperature, top_p=cfg.eval.top_p,
+                          max_new_tokens=options.max_tokens, seed=int(cfg.seed))
+    envs = [make(cfg.env.name, **to_plain(cfg.env.kwargs)) for _ in range(min(options.chunk, len(pending)))]
+    for start in range(0, len(pending), options.chunk):
+        indices = pending[start : start + options.chunk]
+        seeds = [eval_seed(i) for i in indices]
+        batch, stats = rollout(envs, seeds, 1, policy, penalty_coef=cfg.env.penalty_coef,
+                               history_length=cfg.env.history_length, pad_id=local.pad_id,
+                               template=cfg.model.prompt_template)
+        for record in records_from_batch(batch, indices, seeds, stats["env_errors"]):
+            write_episode(path, record)
+            progress.add(record)
+    return {}
+
+
+def make_client(cfg, options: EvalOptions) -> ChatClient:
+    try:
+        return ChatClient(options.base_url, options.model, api_key_env=options.api_key_env, timeout=options.timeout,
+                          max_retries=options.max_retries, backoff=options.backoff, max_wait=options.max_wait,
+                          max_tokens=options.max_tokens, temperature=float(cfg.eval.temperature),
+                          top_p=float(cfg.eval.top_p), concurrency=options.concurrency)
+    except KeyError:
+        raise BadEvalInput(f"api_key_env={options.api_key_env}: that environment variable is not set; export the "
+                           "key there (never pass it as an argument), or api_key_env= (empty) for a server without "
+                           "authentication") from None
+
+
+def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending: list[int],
+             progress: Progress) -> dict[int, str]:
+    """Episodes in a pool of `concurrency` threads; each episode's requests go one at a time,
+    so at most `concurrency` requests are in flight. Returns {episode: failure message}."""
+    local = threading.local()  # one environment per worker thread
+
+    def play(index: int) -> dict:
+        if not hasattr(local, "env"):
+            local.env = make(cfg.env.name, **to_plain(cfg.env.kwargs))
+        tag = f"{eval_id(cfg, options)}:{index}"
+
+        def agent(prompt: str):
+            return client.chat(prompt, tag=tag)
+
+        if options.paradigm == "sla":
+            decide = lambda prompt: sla_turn(prompt, agent)  # noqa: E731
+        else:
+            agents = [agent] * options.agents
+            decide = lambda prompt: debate_turn(prompt, agents, options.rounds, options.paradigm)  # noqa: E731
+        record = play_chat_episode(local.env, index, eval_seed(index), decide, history_length=cfg.env.history_length,
+                                   template=cfg.model.prompt_template, keep_debate=options.paradigm != "sla")
+        write_episode(path, record)
+        return record
+
+    failures = {}
+    with ThreadPoolExecutor(max_workers=options.concurrency) as pool:
+        futures = {pool.submit(play, index): index for index in pending}
+        for future in as_completed(futures):
+            try:
+                progress.add(future.result())
+            except ApiFailure as exc:
+                failures[futures[future]] = str(exc)
+    return failures
+
+
+def build_eval_summary(cfg, options: EvalOptions, records: list[dict], wall_seconds: float) -> dict:
+    """summary.json of an eval run: the training summary's fields that apply (docs/design.md,
+    Run folder: final_eval_success, n_eval) plus what an eval measures."""
+    n, sums = len(records), totals(records)
+    success = sums["won"] / n
+    turns = max(1, sums["turns"])
+    ci = success_ci(sums["won"], n)
+    return {
+        "status": "done", "kind": "eval", "eval_id": eval_id(cfg, options),
+        "final_eval_success": success, "initial_eval_success": success, "success_ci95": list(ci) if ci else None,
+        "n_eval": n, "steps": 0, "wall_seconds": wall_seconds,
+        "policy": options.policy, "paradigm": options.paradigm, "label": options.label, "env": cfg.env.name,
+        "first_episode": int(cfg.seed), "temperature": float(cfg.eval.temperature),
+        "format_valid_ratio": sums["format_valid_turns"] / turns, "action_valid_ratio": sums["action_valid_turns"] / turns,
+        "mean_turns": sums["turns"] / n, "mean_episode_return": sums["episode_return"] / n,
+        "requests": sums["requests"], "retries": sums["retries"], "malformed_replies": sums["malformed_replies"],
+        "prompt_tokens": sums["prompt_tokens"], "completion_tokens": sums["completion_tokens"],
+        "tokens_per_episode": (sums["prompt_tokens"] + sums["completion_tokens"]) / n,
+        "env_errors": sum(1 for r in records if r.get("env_error")),
+        **provenance(),
+    }
+
+
+def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
+    """config.yaml: the resolved run config plus an `evaluation` block. Refuses (exit 2) a
+    folder that holds an eval of another config, so cached episodes never mix."""
+    ident = eval_id(cfg, options)
+    if run.config_file.exists():
+        old = yaml.safe_load(run.config_file.read_text()) or {}
+        old_id = (old.get("evaluation") or {}).get("eval_id")
+        if old_id != ident:
+            raise BadEvalInput(f"out={run.path} holds another run (eval_id {old_id}, this one {ident}); "
+                               "choose another out= or delete that folder")
+    plain = to_plain(cfg)
+    plain["evaluation"] = {**options.public(), "eval_id": ident}
+    atomic_write_text(run.config_file, yaml.safe_dump(plain, sort_keys=False))
+
+
+def eval_main(args: dict, log: Callable = print) -> int:
+    """`arena eval` (module docstring); args is the parsed key=value dict."""
+    t0 = time.time()
+    try:
+        cfg, options = prepare(args)
+        run = RunFolder(eval_dir(cfg, options))
+        run.path.mkdir(parents=True, exist_ok=True)
+        write_config(run, cfg, options)
+        client = make_client(cfg, options) if options.policy == "openai" else None
+    except BadEvalInput as exc:
+        print(f"arena eval: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if run.done:
+        log(f"[eval] already done: {run.summary_file}")
+        return EXIT_OK
+    indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
+    cached = load_cached(run.path)
+    pending = [i for i in indices if i not in cached]
+    log(f"[eval] {options.label} / {options.paradigm} on {cfg.env.name}: {len(indices)} episodes "
+        f"({len(indices) - len(pending)} cached, {len(pending)} to play) -> {run.path}")
+    progress = Progress(len(pending), log)
+    try:
+        if options.policy == "checkpoint":
+            failures = run_checkpoint(cfg, options, run.path, pending, progress)
+        else:
+            failures = run_chat(cfg, options, client, run.path, pending, progress)
+    except Exception:  # noqa: BLE001 - any crash: keep the cached episodes, report, exit 1
+        run.write_error(traceback.format_exc())
+        log(f"[eval] failed; traceback in {run.error_file} (finished episodes are cached: rerun to continue)")
+        return EXIT_FAILED
+    finally:
+        if client is not None:
+            client.close()
+    if failures:
+        lines = [f"episode {i} (seed {eval_seed(i)}): {msg}" for i, msg in sorted(failures.items())]
+        run.write_error(f"{len(failures)} of {len(indices)} episodes failed; rerun the same command to retry "
+                        "them (the others are cached)\n" + "\n".join(lines) + "\n")
+        log(f"[eval] {len(failures)} episode(s) failed after their last retry (see {run.error_file}); "
+            f"{len(indices) - len(failures)} done and cached")
+        return EXIT_FAILED
+    wanted = set(indices)
+    records = [r for i, r in sorted(load_cached(run.path).items()) if i in wanted]
+    summary = build_eval_summary(cfg, options, records, time.time() - t0)
+    run.write_summary(summary)
+    ci = summary["success_ci95"]
+    log(f"[eval] success {summary['final_eval_success']:.3f} (95% CI {ci[0]:.3f}-{ci[1]:.3f}, n={summary['n_eval']}), "
+        f"{summary['tokens_per_episode']:.0f} tokens/episode, {summary['retries']} retries -> {run.summary_file}")
+    return EXIT_OK
