@@ -29,7 +29,7 @@ from .shop_search import cached_search
 
 DEFAULT_MAX_TURNS = 15
 NO_OP_PREFIX = "Nothing happens.\n"
-RESULTS_SHOWN = 15  # three pages of five
+RESULTS_SHOWN = 50  # ten pages of five (WebShop shows 50 results, ten a page)
 
 INSTRUCTION = (
     "You are shopping on a web store for the item the task describes. Search with "
@@ -66,11 +66,11 @@ class ShopEnv:
         self.goal = self.goal_for_seed(seed)
         self.page, self.query, self.results, self.results_page = "search", "", [], 0
         self.item, self.selected, self.turn, self.done = None, {}, 0, False
-        return self._observation(), self._info(won=False, task_score=0.0, admissible=True)
+        return self._observation(), self._info(won=False, task_score=0.0, admissible=True, effective=True)
 
     def _observation(self) -> str:
-        if self.page == "search":
-            return SEARCH_PAGE
+        if self.page == "search":  # WebShop shows the instruction on its search page
+            return f"Instruction: {self.goal.instruction}\n{SEARCH_PAGE}"
         if self.page == "results":
             return render_results(self.query, self.results, self.results_page)
         return render_item(self.item, self.selected)
@@ -87,8 +87,9 @@ class ShopEnv:
     def admissible_actions(self) -> list[str]:
         return ["search[...]"] if self.page == "search" else [f"click[{b}]" for b in self.buttons()]
 
-    def _info(self, *, won: bool, task_score: float, admissible: bool, truncated: bool = False) -> dict:
-        return {"won": won, "task_score": task_score, "admissible": admissible, "turn": self.turn,
+    def _info(self, *, won: bool, task_score: float, admissible: bool, effective: bool, truncated: bool = False) -> dict:
+        # admissible: the action's format (is_admissible); effective: the page offered it (not a no-op)
+        return {"won": won, "task_score": task_score, "admissible": admissible, "effective": effective, "turn": self.turn,
                 "truncated": truncated, "page": self.page, "task": self.goal.instruction,
                 "admissible_actions": self.admissible_actions(), "goal_target": self.goal.target_id}
 
@@ -110,7 +111,9 @@ class ShopEnv:
         if bought:
             obs = f"You bought {self.item.title}. Score {score:.2f}."
         reward = self.win_reward if won else 0.0
-        return obs, reward, self.done, self._info(won=won, task_score=score, admissible=moved, truncated=truncated)
+        info = self._info(won=won, task_score=score, admissible=self.is_admissible(action), effective=moved,
+                          truncated=truncated)
+        return obs, reward, self.done, info
 
     def _apply(self, parsed: Optional[tuple[str, str]]) -> tuple[bool, bool]:
         """Carry out a parsed action; returns (the page changed or an option was set, bought)."""

@@ -12,9 +12,10 @@ structure, from a closed vocabulary small enough for the embedded tokenizer:
 
 A goal (WebShop's instruction) is made from one target product: its type, two or three of its
 attributes, one of its colors, one of its sizes and a price limit, the next multiple of 10
-dollars above the target's price. Targets are split by product id: products with
-`id % EVAL_EVERY == EVAL_EVERY - 1` are the targets of evaluation goals, the others of training
-goals, so no evaluation goal is a training goal.
+dollars above the target's price. Targets are split by product id: product i is made in round
+i // len(PRODUCT_TYPES) (one product of each type a round); the products of every
+EVAL_EVERY-th round are the targets of evaluation goals, the others of training goals, so no
+evaluation goal is a training goal and both splits cover every type.
 """
 from __future__ import annotations
 
@@ -87,8 +88,9 @@ def _subset(rng: random.Random, pool, k_min: int, k_max: int) -> tuple[str, ...]
 
 def generate_catalogue(n_products: int = 3000, seed: int = 0) -> tuple[Product, ...]:
     """`n_products` products from a `random.Random(seed)`; ids b0000.. in generation order."""
-    if n_products < 2 * EVAL_EVERY:
-        raise ValueError(f"the shop catalogue needs at least {2 * EVAL_EVERY} products, got {n_products}")
+    if n_products < EVAL_EVERY * len(PRODUCT_TYPES):
+        raise ValueError(f"the shop catalogue needs at least {EVAL_EVERY * len(PRODUCT_TYPES)} products, "
+                         f"got {n_products}")
     rng = random.Random(seed)
     types = list(PRODUCT_TYPES)
     products = []
@@ -111,7 +113,8 @@ def target_products(catalogue, split: str) -> list[Product]:
     if split not in ("train", "eval"):
         raise ValueError(f"unknown goal split {split!r}; valid: train, eval")
     want_eval = split == "eval"
-    return [p for i, p in enumerate(catalogue) if (i % EVAL_EVERY == EVAL_EVERY - 1) == want_eval]
+    n_types = len(PRODUCT_TYPES)
+    return [p for i, p in enumerate(catalogue) if ((i // n_types) % EVAL_EVERY == EVAL_EVERY - 1) == want_eval]
 
 
 def make_goal(catalogue, split: str, index: int) -> Goal:

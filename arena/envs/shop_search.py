@@ -1,9 +1,9 @@
 """Lexical search over the shop catalogue: BM25 from the `bm25s` package (docs/testbed.md, The shop task).
 
 WebShop searches its products with Pyserini's BM25 (a Lucene index); `bm25s` implements the
-same Lucene variant of BM25 in numpy:
+same Lucene variant of BM25 in numpy (Lucene drops the constant (k1 + 1) factor):
 
-    score(q, d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+    score(q, d) = sum_{t in q} idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
     idf(t) = log(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
 Ties (equal scores) are broken by product order, so a query always returns the same list.
