@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .schema import CHOICES, FROM_PRESET, TRAINABLE_BACKENDS, RunConfig
+from .schema import CHOICES, TRAINABLE_BACKENDS, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
@@ -128,10 +128,6 @@ def resolve_po(cfg: DictConfig):
     from arena.po.compose import resolve
 
     po = {k: v for k, v in to_plain(cfg.po).items() if v is not None}
-    if po.get("seq_mask_delta") == FROM_PRESET:
-        po.pop("seq_mask_delta")
-    elif "seq_mask_delta" not in po:
-        po["seq_mask_delta"] = None  # explicit null: off
     try:
         return resolve(po, to_plain(cfg.env.po_defaults))
     except ValueError as exc:

@@ -23,16 +23,12 @@ CHOICES = {
 # `check_trainable`, and a GPU at run time: arena.backends.verl.main).
 TRAINABLE_BACKENDS = ("embedded", "verl")
 
-# `po.seq_mask_delta` distinguishes "not set" (take the preset's) from null (off).
-FROM_PRESET = "preset"
-
-
 @dataclass
 class PoConfig:
     method: Optional[str] = "grpo"
     aggregation: Optional[str] = None  # None = the preset's member
     clipping: Optional[str] = None
-    seq_mask_delta: Any = FROM_PRESET  # float, null (off) or "preset"
+    seq_mask: Optional[str] = None  # none | neg_adv_kl; threshold: po.hp.seq_mask_delta
     filtering: Optional[str] = None
     advantage: Optional[str] = None
     agg_norm: str = "global"  # global | per_microbatch (decisions §A)

@@ -1,4 +1,4 @@
-"""EMPG advantage (methods.md §4.3): GRPO modulated by the old policy's mean token entropy.
+"""EMPG advantage (docs/methods.md §4.3): GRPO modulated by the old policy's mean token entropy.
 
 A_j <- A^GRPO_j * g_j + zeta * f_{next(j)}, then A <- A - mean_batch(A). The turn index comes
 from `batch.turn_idx` (the authors parsed it from the prompt text).
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from arena.po.advantages_grpo import grpo
+from arena.po.members import reads
 from arena.po.types import TurnBatch
 
 
@@ -43,6 +45,7 @@ def next_turn_rows(batch: TurnBatch) -> torch.Tensor:
     return torch.tensor(nxt, dtype=torch.int64)  # [N]
 
 
+@reads("group_id", "traj_id", "turn_idx", "score", "response_mask", "entropy")
 def empg(
     batch: TurnBatch,
     *,
@@ -57,8 +60,6 @@ def empg(
 
     A_j <- A^GRPO_j * g_j + zeta * f_{next(j)}   (the bonus only where next(j) exists)
     A_j <- A_j - mean_batch(A)"""
-    from arena.po.advantages import grpo  # at call time: avoids an import cycle
-
     if len(batch) == 0:
         return batch.score.clone()  # [0]
     g, f = entropy_weights(batch, k=k, k_f=k_f)  # [N], [N]

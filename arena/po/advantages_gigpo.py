@@ -1,4 +1,4 @@
-"""GiGPO advantage (methods.md §4.2, decisions.md §D): episode term + anchor-state step term.
+"""GiGPO advantage (docs/methods.md §4.2): episode term + anchor-state step term.
 
 A_j = A^E_j + step_w * A^S_j, where A^E is GRPO on `score` and A^S normalises the discounted
 step return within the rows of one group that saw exactly the same raw observation.
@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import torch
 
+from arena.po.advantages_grpo import check_choice, grpo
+from arena.po.members import reads
 from arena.po.types import TurnBatch
 
 GIGPO_MODES = ("mean_norm", "mean_std_norm")
 
 
 def step_returns(batch: TurnBatch, *, gamma: float = 0.95) -> torch.Tensor:
-    """The GiGPO step return of every row (decisions §D).
+    """The GiGPO step return of every row (docs/design.md, Testbed recipe).
 
     G_k = sum_{l >= k} gamma^(l-k) * rho_l over the trajectory's turns in turn_idx order
     (rho = turn_reward), minus this turn's own penalty, undiscounted:
@@ -39,7 +41,7 @@ def anchor_groups(batch: TurnBatch) -> torch.Tensor:
 
 
 def step_advantage(returns: torch.Tensor, step_group: torch.Tensor, *, mode: str, eps: float = 1e-6) -> torch.Tensor:
-    """A^S_j per anchor-state group s (methods.md §4.2 step 4):
+    """A^S_j per anchor-state group s (docs/methods.md §4.2 step 4):
 
     mean_norm:     A^S_j = G_j - mean_s(G)
     mean_std_norm: A^S_j = (G_j - mean_s(G)) / (std_s(G) + eps), std unbiased
@@ -56,6 +58,7 @@ def step_advantage(returns: torch.Tensor, step_group: torch.Tensor, *, mode: str
     return adv  # [N]
 
 
+@reads("group_id", "traj_id", "turn_idx", "turn_reward", "episode_return", "score", "anchor_obs")
 def gigpo(
     batch: TurnBatch,
     *,
@@ -70,8 +73,6 @@ def gigpo(
     A^E = grpo(score), divided by the std iff mode == "mean_std_norm";
     A^S = step_advantage(step_returns(gamma), anchor_groups, mode);
     A_j = A^E_j + step_w * A^S_j."""
-    from arena.po.advantages import check_choice, grpo  # at call time: avoids an import cycle
-
     check_choice("mode", mode, GIGPO_MODES)
     episode_adv = grpo(batch, group_stats=group_stats, norm_std=mode == "mean_std_norm", eps=eps)  # [N]
     returns = step_returns(batch, gamma=gamma)  # [N]

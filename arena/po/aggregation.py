@@ -1,4 +1,4 @@
-"""Loss aggregation: per-token loss [B, T] -> scalar (dimension 1, methods.md §6, decisions.md §A).
+"""Loss aggregation: per-token loss [B, T] -> scalar (dimension 1, docs/methods.md §6).
 
 Notation: L = loss_tok [B, T], M = mask [B, T] (0/1), n_j = sum_t M_jt (valid tokens of row j),
 S = {j : n_j > 0} (rows with at least one valid token; fully masked rows never count).
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
+
+from arena.po.members import Registry
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,17 @@ def seq_mean_token_sum_norm(
     return seq_mean_token_sum(loss_tok, mask, norm=norm) / horizon  # []
 
 
-AGG: dict[str, Callable[..., torch.Tensor]] = {
-    "token_mean": token_mean,
-    "seq_mean_token_mean": seq_mean_token_mean,
-    "seq_mean_token_sum": seq_mean_token_sum,
-    "seq_mean_token_sum_norm": seq_mean_token_sum_norm,
-}
+# `norm` is supplied by the caller at run time: not a hyperparameter
+AGG = Registry(
+    "aggregation",
+    {
+        "token_mean": token_mean,
+        "seq_mean_token_mean": seq_mean_token_mean,
+        "seq_mean_token_sum": seq_mean_token_sum,
+        "seq_mean_token_sum_norm": seq_mean_token_sum_norm,
+    },
+    runtime_args=("norm",),
+)
 
 # our registry name -> verl's `loss_agg_mode`
 VERL_AGG_MODE: dict[str, str] = {
@@ -124,6 +131,4 @@ VERL_AGG_MODE: dict[str, str] = {
 
 def get_agg(name: str) -> Callable[..., torch.Tensor]:
     """AGG[name], with a ValueError listing the valid names for an unknown one."""
-    if name not in AGG:
-        raise ValueError(f"unknown aggregation {name!r}; valid choices: {sorted(AGG)}")
-    return AGG[name]
+    return AGG.member(name)

@@ -1,4 +1,5 @@
-"""Importance-sampling clipping: per-token policy losses (dimension 2, methods.md §5, decisions.md §A).
+"""Importance-sampling clipping: per-token policy losses (dimension 2, docs/methods.md §5), and the
+sequence mask members (`SEQ_MASK`, docs/methods.md §5.5).
 
 Every loss has the signature `fn(logp, old_logp, adv, mask, **hp) -> (loss_tok, metrics)`:
 - inputs are [B, T]: current log-probs (with grad), old log-probs, the advantage broadcast over
@@ -22,6 +23,8 @@ import math
 from typing import Callable, Optional
 
 import torch
+
+from arena.po.members import Registry
 
 Metrics = dict[str, torch.Tensor]
 
@@ -170,24 +173,17 @@ def sapo(
     return loss_tok, clip_metrics(ratio.detach(), adv, mask, eps_low=eps_low, eps_high=eps_high)
 
 
-CLIP: dict[str, Callable[..., tuple[torch.Tensor, Metrics]]] = {
-    "ppo": ppo,
-    "gspo": gspo,
-    "cispo": cispo,
-    "sapo": sapo,
-}
+CLIP = Registry("clipping", {"ppo": ppo, "gspo": gspo, "cispo": cispo, "sapo": sapo})
 
 
 def get_clip(name: str) -> Callable[..., tuple[torch.Tensor, Metrics]]:
     """CLIP[name], with a ValueError listing the valid names for an unknown one."""
-    if name not in CLIP:
-        raise ValueError(f"unknown clipping {name!r}; valid choices: {sorted(CLIP)}")
-    return CLIP[name]
+    return CLIP.member(name)
 
 
 @torch.no_grad()
 def seq_mask(logp, old_logp, adv, mask, delta: Optional[float]) -> torch.Tensor:
-    """Sequence mask (decisions.md §A, methods.md §5.5, the code's sign, not the docstring's).
+    """Sequence mask (docs/methods.md §5.5: the authors' code's sign, not their docstring's).
 
     Reject row j iff mean_j(A) < 0 AND D_j > delta, where D_j = mean_j(old_logp - logp)
     (unclamped; the k1 estimate of KL(pi_old || pi_theta)): a negative-advantage row whose
@@ -202,6 +198,24 @@ def seq_mask(logp, old_logp, adv, mask, delta: Optional[float]) -> torch.Tensor:
     off_policy_kl = _row_mean(old_logp - logp, m)  # [B] D_j
     keep = ~((mean_adv < 0) & (off_policy_kl > delta))  # [B]
     return mask * keep.unsqueeze(-1).to(mask.dtype)  # [B, T]
+
+
+def no_mask(logp, old_logp, adv, mask):
+    """Sequence mask off: every row keeps its tokens (`po.seq_mask=none`)."""
+    return mask  # [B, T]
+
+
+def neg_adv_kl(logp, old_logp, adv, mask, *, seq_mask_delta: float = 3e-3):
+    """Sequence mask on (`po.seq_mask=neg_adv_kl`): `seq_mask` with delta = seq_mask_delta.
+
+    The default is the authors' scripts' 3e-3 (their code default was 0.223, about ln 1.25)."""
+    if not seq_mask_delta >= 0:
+        raise ValueError(f"seq_mask_delta must be >= 0, got {seq_mask_delta}")
+    return seq_mask(logp, old_logp, adv, mask, seq_mask_delta)  # [B, T]
+
+
+# name -> fn(logp, old_logp, adv, mask, **hp) -> the policy-gradient mask [B, T]
+SEQ_MASK = Registry("seq_mask", {"none": no_mask, "neg_adv_kl": neg_adv_kl})
 
 
 @torch.no_grad()

@@ -1,20 +1,20 @@
 """The composer: resolve `po.*` into one member per dimension, then build the objective.
 
-Resolution order (decisions.md §F), last wins:
+Resolution order (docs/design.md, Config paths and resolution order), last wins:
   1. the preset (`po.method`, METHODS);
   2. the environment's `po_defaults`, scoped by member
      (`po_defaults.clipping.gspo.eps_low`, `po_defaults.filtering.dynamic.filter_key`);
      an entry under `po_defaults.methods.<method>` beats a member entry;
-  3. explicit `po.*` overrides (`aggregation`, `clipping`, `seq_mask_delta`, `filtering`,
+  3. explicit `po.*` overrides (`aggregation`, `clipping`, `seq_mask`, `filtering`,
      `advantage`, `agg_norm`, and `hp.<name>`).
 Replacing a dimension's member drops the old member's hyperparameters; only the keys that
-remain are checked against the chosen functions' signatures. Unknown names raise ValueError
-listing the valid ones.
+remain are checked against the chosen functions' signatures (`Registry.hyperparameters`).
+Unknown names raise ValueError listing the valid ones.
 
-The objective, per micro-batch (methods.md §6, decisions.md §A):
-  mask_pg = seq_mask(mask) if seq_mask_delta is set else mask
+The objective, per micro-batch (docs/methods.md §6):
+  mask_pg = SEQ_MASK[seq_mask](logp, old, A, mask; hp)          (`none`: mask itself)
   PG      = AGG[aggregation](CLIP[clipping](logp, old, A, mask_pg; hp), mask_pg; norm)
-  KL      = AGG[aggregation](k3(logp, ref), mask; norm)        (original mask, §5.0)
+  KL      = AGG[aggregation](k3(logp, ref), mask; norm)        (original mask, m§5.0)
   H       = AGG[aggregation](entropy, mask; norm)
   total   = s * (PG + kl_coef * KL - entropy_coef * H)
 where s = 1 under `agg_norm=global` (norm = the mini-batch's counts, taken before the sequence
@@ -23,33 +23,28 @@ mask, so micro-batch values add up to the mini-batch value) and s = 1/micro_batc
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 import torch
 
 from .advantages import ADV
 from .aggregation import AGG, AggNorm
-from .clipping import CLIP, seq_mask
+from .clipping import CLIP, SEQ_MASK
 from .filtering import FILTER
 from .kl import kl_k3
+from .members import Registry
 from .methods import METHODS
 
-DIMENSIONS = {"aggregation": AGG, "clipping": CLIP, "filtering": FILTER, "advantage": ADV}
+# Every member slot of a run, in the order of `po.*` keys. The sequence mask is a member
+# registry like the four dimensions of the paper (it belongs to the clipping dimension there).
+DIMENSIONS: dict[str, Registry] = {
+    "aggregation": AGG, "clipping": CLIP, "seq_mask": SEQ_MASK, "filtering": FILTER, "advantage": ADV,
+}
 AGG_NORMS = ("global", "per_microbatch")
-# Keyword arguments that the caller supplies at run time: not hyperparameters.
-RUNTIME_ARGS = frozenset({"norm", "eps"})
-PO_KEYS = ("method", "aggregation", "clipping", "seq_mask_delta", "filtering", "advantage", "agg_norm", "hp")
-
-
-def hyperparameters(fn: Callable) -> dict[str, Any]:
-    """A member function's hyperparameters: its defaulted parameters, minus RUNTIME_ARGS."""
-    return {
-        p.name: p.default
-        for p in inspect.signature(fn).parameters.values()
-        if p.default is not inspect.Parameter.empty and p.name not in RUNTIME_ARGS
-    }
+PO_KEYS = ("method", *DIMENSIONS, "agg_norm", "hp")
+# The members that enter the policy-gradient term (what the verl policy-loss config carries).
+PG_DIMENSIONS = ("aggregation", "clipping", "seq_mask")
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,7 @@ class ResolvedPO:
     group: Optional[str]
     aggregation: str
     clipping: str
-    seq_mask_delta: Optional[float]
+    seq_mask: str
     filtering: str
     advantage: str
     agg_norm: str
@@ -66,29 +61,31 @@ class ResolvedPO:
 
     def member_hp(self, dimension: str) -> dict[str, Any]:
         """kwargs for the chosen member of `dimension` (explicit values only)."""
-        fn = DIMENSIONS[dimension][getattr(self, dimension)]
-        accepted = hyperparameters(fn)
+        accepted = DIMENSIONS[dimension].hyperparameters(getattr(self, dimension))
         return {k: v for k, v in self.hp.items() if k in accepted}
 
     def effective_hp(self) -> dict[str, Any]:
         """Every hyperparameter of the chosen members, with defaults filled in (for logging)."""
         out: dict[str, Any] = {}
         for dim, registry in DIMENSIONS.items():
-            out.update(hyperparameters(registry[getattr(self, dim)]))
+            out.update(registry.hyperparameters(getattr(self, dim)))
         out.update(self.hp)
         return dict(sorted(out.items()))
 
+    @property
+    def seq_mask_delta(self) -> Optional[float]:
+        """The sequence mask's threshold, or None when the mask is off (tables, W&B grouping)."""
+        if self.seq_mask == "none":
+            return None
+        return self.effective_hp().get("seq_mask_delta")
+
     def flat(self) -> dict[str, Any]:
-        """Flat `po.*` keys (W&B config, run-folder config)."""
+        """Flat `po.*` keys (W&B config, run-folder config); `po.seq_mask_delta` is the derived
+        threshold (null = mask off), kept as one column for grouping."""
         out = {f"po.{k}": getattr(self, k) for k in PO_KEYS if k != "hp"}
+        out["po.seq_mask_delta"] = self.seq_mask_delta
         out.update({f"po.hp.{k}": v for k, v in self.effective_hp().items()})
         return out
-
-
-def _check_member(dimension: str, name: str) -> None:
-    registry = DIMENSIONS[dimension]
-    if name not in registry:
-        raise ValueError(f"unknown {dimension} {name!r}; valid: {', '.join(sorted(registry))}")
 
 
 def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mapping[str, Any]] = None) -> ResolvedPO:
@@ -104,17 +101,17 @@ def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mappin
     preset = METHODS[method] if method is not None else METHODS["grpo"]
     members = {dim: po.get(dim, getattr(preset, dim)) for dim in DIMENSIONS}
     for dim, name in members.items():
-        _check_member(dim, name)
+        DIMENSIONS[dim].member(name)  # raises, listing the valid names
     agg_norm = po.get("agg_norm", "global")
     if agg_norm not in AGG_NORMS:
         raise ValueError(f"unknown agg_norm {agg_norm!r}; valid: {', '.join(AGG_NORMS)}")
 
+    def accepts(dim: str) -> dict[str, Any]:
+        return DIMENSIONS[dim].hyperparameters(members[dim])
+
     # 1. preset hp, only for the dimensions whose member the preset still owns
     kept_dims = [dim for dim in DIMENSIONS if members[dim] == getattr(preset, dim)]
-    hp: dict[str, Any] = {}
-    for key, value in preset.hp.items():
-        if any(key in hyperparameters(DIMENSIONS[d][members[d]]) for d in kept_dims):
-            hp[key] = value
+    hp = {k: v for k, v in preset.hp.items() if any(k in accepts(d) for d in kept_dims)}
     # 2. environment defaults: member-scoped, then method-scoped
     unknown = sorted(set(po_defaults) - set(DIMENSIONS) - {"methods"})
     if unknown:
@@ -126,28 +123,19 @@ def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mappin
     # 3. explicit overrides
     hp.update(dict(po.get("hp") or {}))
 
-    accepted = {k for d in DIMENSIONS for k in hyperparameters(DIMENSIONS[d][members[d]])}
+    accepted = {k for d in DIMENSIONS for k in accepts(d)}
     bad = sorted(set(hp) - accepted)
     if bad:
         chosen = ", ".join(f"{d}={members[d]}" for d in DIMENSIONS)
         raise ValueError(
             f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}"
         )
-    delta = po.get("seq_mask_delta", preset.seq_mask_delta)
-    if delta is not None:
-        delta = float(delta)
-        if not delta >= 0:
-            raise ValueError(f"seq_mask_delta must be >= 0 or null (off), got {delta}")
     return ResolvedPO(
         method=method,
         group=preset.group if method is not None else None,
-        aggregation=members["aggregation"],
-        clipping=members["clipping"],
-        seq_mask_delta=delta,
-        filtering=members["filtering"],
-        advantage=members["advantage"],
         agg_norm=agg_norm,
         hp=dict(sorted(hp.items())),
+        **members,
     )
 
 
@@ -174,7 +162,7 @@ def policy_loss(
     norm: Optional[AggNorm] = None,
 ) -> tuple[torch.Tensor, dict]:
     """The policy-gradient term alone (verl adds KL and entropy itself), plus its metrics."""
-    mask_pg = mask if po.seq_mask_delta is None else seq_mask(logp, old_logp, adv, mask, po.seq_mask_delta)  # [B, T]
+    mask_pg = SEQ_MASK[po.seq_mask](logp, old_logp, adv, mask, **po.member_hp("seq_mask"))  # [B, T]
     loss_tok, clip_metrics = CLIP[po.clipping](logp, old_logp, adv, mask_pg, **po.member_hp("clipping"))  # [B, T]
     agg_norm = norm if po.agg_norm == "global" else None
     if po.agg_norm == "global" and agg_norm is None:

@@ -1,6 +1,6 @@
 """Trajectory filtering (dimension 3): the `FILTER` registry and the resampling loop.
 
-A filter is the pure selection step of one rollout try (methods.md §7, decisions.md §A):
+A filter is the pure selection step of one rollout try (docs/methods.md §7):
 
     fn(group_id [M], key [M], *, needed_groups, last_try, **hp) -> list of group ids to keep
 
@@ -9,16 +9,14 @@ runs the whole loop over a `rollout(try_idx) -> TurnBatch` callable.
 """
 from __future__ import annotations
 
-import inspect
 from typing import Callable, Sequence
 
 import torch
 
+from arena.po.members import Registry
 from arena.po.types import TurnBatch
 
 FILTER_KEYS = ("episode_return", "won")
-# keyword arguments every filter takes that are not hyperparameters
-_LOOP_ARGS = ("needed_groups", "last_try")
 
 
 def _as_list(values) -> list:
@@ -63,7 +61,7 @@ def dynamic(
     max_gen_batches: int = 3,
     cold_start_steps: int = 0,
 ) -> list:
-    """DAPO dynamic sampling for agents (methods.md §7).
+    """DAPO dynamic sampling for agents (docs/methods.md §7).
 
     A group is uniform iff every trajectory's key equals the first one (exact equality).
     keep = non-uniform groups in order; on the last try, then the uniform groups in order;
@@ -84,32 +82,18 @@ def dynamic(
 
 
 # name -> fn(group_id [M], key [M], *, needed_groups, last_try, **hp) -> kept group ids
-FILTER: dict[str, Callable[..., list]] = {"none": none, "dynamic": dynamic}
+# (needed_groups and last_try have no default, so they are not hyperparameters)
+FILTER = Registry("filtering", {"none": none, "dynamic": dynamic})
 
 
 def filter_hp_names(name: str) -> tuple[str, ...]:
-    """The hyperparameters a filter accepts (its keyword-only arguments minus the loop's)."""
-    if name not in FILTER:
-        raise ValueError(f"filtering={name!r} is not valid; choose one of {list(FILTER)}")
-    params = inspect.signature(FILTER[name]).parameters.values()
-    return tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY and p.name not in _LOOP_ARGS)
-
-
-def _resolve_hp(name: str, hp: dict) -> dict:
-    """The filter's hyperparameters: its defaults overridden by `hp` (unknown keys raise)."""
-    valid = filter_hp_names(name)
-    unknown = sorted(set(hp) - set(valid))
-    if unknown:
-        raise ValueError(f"filtering={name!r} got unknown hyperparameters {unknown}; valid: {list(valid)}")
-    params = inspect.signature(FILTER[name]).parameters
-    resolved = {n: params[n].default for n in valid}
-    resolved.update(hp)
-    return resolved
+    """The hyperparameters a filter accepts (its defaulted keyword arguments)."""
+    return tuple(FILTER.hyperparameters(name))
 
 
 def _trajectory_values(batch: TurnBatch, filter_key: str) -> tuple[list, list, list]:
     """Per trajectory (in order of first row): its group id, filter value and won flag, read
-    from the trajectory's last turn (the values are repeated on every row, decisions §F)."""
+    from the trajectory's last turn (the values are repeated on every row: docs/design.md, Per-turn batch)."""
     group_id, key, won = [], [], []
     values = getattr(batch, filter_key).to(torch.float64)  # [N]
     for rows in batch.trajectory_rows().values():
@@ -133,21 +117,22 @@ def _renumber(batch: TurnBatch, group_offset: int, traj_offset: int) -> TurnBatc
 def collect_groups(
     rollout: Callable[[int], TurnBatch], filter_name: str, *, needed_groups: int, step: int, **hp
 ) -> tuple[TurnBatch, dict]:
-    """Run rollout tries until `needed_groups` groups are kept (methods.md §7).
+    """Run rollout tries until `needed_groups` groups are kept (docs/methods.md §7).
 
-    Filtering is on iff filter_name != "none" and step > cold_start_steps; then up to
-    max_gen_batches tries are made, otherwise one. Returns the kept rows (groups in keep order,
+    Filtering is on iff step > cold_start_steps (0 for members without it); then up to
+    max_gen_batches tries are made (1 for members without it), otherwise one try through `none`. Returns the kept rows (groups in keep order,
     ids renumbered 0.. across tries) and stats:
       kept_group_frac  = kept groups / all sampled groups
       tries            = rollouts made
-      all_success_rate = mean won over ALL sampled trajectories (decisions §A)
+      all_success_rate = mean won over ALL sampled trajectories (docs/methods.md §7)
       sampled_groups, kept_groups, sampled_trajectories."""
-    params = _resolve_hp(filter_name, hp)
+    params = FILTER.with_defaults(filter_name, hp)
+    # a call on an empty try checks the member's hyperparameters before any rollout
+    FILTER[filter_name]([], [], needed_groups=0, last_try=True, **params)
     filter_key = params.get("filter_key", "episode_return")
-    if filter_name == "dynamic":
-        check_dynamic_hp(**params)
-    filtering_on = filter_name != "none" and step > params.get("cold_start_steps", 0)
-    max_tries = int(params["max_gen_batches"]) if filtering_on else 1
+    # the loop's own knobs, read from whichever member declares them (the `none` member has neither)
+    filtering_on = step > int(params.get("cold_start_steps", 0))
+    max_tries = int(params.get("max_gen_batches", 1)) if filtering_on else 1
     select = FILTER[filter_name] if filtering_on else FILTER["none"]
     select_hp = params if filtering_on else {}
 

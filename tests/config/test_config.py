@@ -15,9 +15,9 @@ def test_open_namespaces_take_new_keys():
     assert resolve_po(cfg).hp["tau_neg"] == 1.5 and cfg.env.kwargs.dim == 6
 
 
-def test_seq_mask_delta_null_turns_the_preset_mask_off():
+def test_seq_mask_none_turns_the_preset_mask_off():
     assert resolve_po(load_config(["po.method=cispo_sm"])).seq_mask_delta == 3e-3
-    assert resolve_po(load_config(["po.method=cispo_sm", "po.seq_mask_delta=null"])).seq_mask_delta is None
+    assert resolve_po(load_config(["po.method=cispo_sm", "po.seq_mask=none"])).seq_mask_delta is None
 
 
 @pytest.mark.parametrize(

@@ -31,5 +31,5 @@ def test_preset_trains_on_sokoban(method, tmp_path_factory):
         assert 0.0 < r["filter/kept_group_frac"] <= 1.0
         if METHODS[method].filtering == "none":
             assert r["filter/kept_group_frac"] == 1.0
-        if METHODS[method].seq_mask_delta is None:
+        if METHODS[method].seq_mask == "none":
             assert r["actor/masked_seqs"] == 0.0

@@ -51,7 +51,8 @@ def _batch(n=7, T=4, seed=0):
 def test_micro_batches_reproduce_the_full_mini_batch_update(method, agg):
     # Global counts make sum_u L_u = L_b, so the parameters after one SGD step must not depend
     # on the micro-batch size (1, 2, 3 or all 7 rows).
-    po = resolve({"method": method, "aggregation": agg, "seq_mask_delta": 0.0 if method == "cispo_sm" else None})
+    mask = {"hp": {"seq_mask_delta": 0.0}} if method == "cispo_sm" else {"seq_mask": "none"}
+    po = resolve({"method": method, "aggregation": agg, **mask})
     results = []
     for micro in (7, 3, 2, 1):
         batch, adv = _batch()

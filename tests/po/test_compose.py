@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from arena.po import ADV, AGG, CLIP, FILTER, METHODS, seq_mask  # the documented import surface
+from arena.po import ADV, AGG, CLIP, FILTER, METHODS, SEQ_MASK, seq_mask  # the documented import surface
 from arena.po.aggregation import AggNorm
 from arena.po.compose import objective, policy_loss, resolve
 
-# The paper's table, dimension by dimension (decisions.md §B). Written out independently of
+# The paper's table, dimension by dimension (docs/methods.md, Presets). Written out independently of
 # methods.py so that a silent change of a preset fails here.
 EXPECTED = {
     #            aggregation            clipping  mask   filtering  advantage
@@ -31,6 +31,25 @@ def test_import_surface_has_every_registry():
     assert set(FILTER) == {"none", "dynamic"}
     assert set(ADV) == {"grpo", "gigpo", "empg"}
     assert callable(seq_mask)
+    assert set(SEQ_MASK) == {"none", "neg_adv_kl"}
+
+
+def test_sequence_mask_is_a_member_with_its_own_hyperparameter():
+    # cispo_sm = cispo + the neg_adv_kl mask at delta 3e-3 (the authors' scripts)
+    po = resolve({"method": "cispo_sm"})
+    assert (po.seq_mask, po.member_hp("seq_mask"), po.seq_mask_delta) == ("neg_adv_kl", {"seq_mask_delta": 3e-3}, 3e-3)
+    # switching the mask off drops its hyperparameter; the clip's stay
+    off = resolve({"method": "cispo_sm", "seq_mask": "none"})
+    assert (off.seq_mask_delta, off.hp) == (None, {"eps_low": 1.0, "eps_high": 0.2})
+    # turning it on for any method takes po.hp.seq_mask_delta; the flat config records it twice
+    on = resolve({"method": "grpo", "seq_mask": "neg_adv_kl", "hp": {"seq_mask_delta": 0.1}})
+    assert on.flat()["po.seq_mask"] == "neg_adv_kl" and on.flat()["po.seq_mask_delta"] == 0.1
+    assert on.flat()["po.hp.seq_mask_delta"] == 0.1
+    # with the mask off the hyperparameter is unknown: an error, not a silent no-op
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['seq_mask_delta'\]"):
+        resolve({"method": "grpo", "hp": {"seq_mask_delta": 0.1}})
+    with pytest.raises(ValueError, match="unknown seq_mask 'kl'; valid: neg_adv_kl, none"):
+        resolve({"method": "grpo", "seq_mask": "kl"})
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
@@ -46,7 +65,7 @@ def test_preset_values_follow_the_spec():
     # CISPO: no lower bound, eps_high 0.2 (methods §5.3); SAPO temp_2; SAPO_SM 1.0/1.05 (§5.4)
     assert resolve({"method": "cispo"}).hp == {"eps_low": 1.0, "eps_high": 0.2}
     assert resolve({"method": "sapo"}).hp == {"tau_pos": 2.0, "tau_neg": 2.1}
-    assert resolve({"method": "sapo_sm"}).hp == {"tau_pos": 1.0, "tau_neg": 1.05}
+    assert resolve({"method": "sapo_sm"}).hp == {"tau_pos": 1.0, "tau_neg": 1.05, "seq_mask_delta": 3e-3}
     sampo = resolve({"method": "sampo"})
     assert sampo.hp["max_gen_batches"] == 2 and sampo.hp["gamma"] == 0.95 and sampo.hp["mode"] == "mean_std_norm"
     assert resolve({"method": "grpo_ds"}).hp["max_gen_batches"] == 3
@@ -59,7 +78,7 @@ def test_no_dimension_changes_another(name):
     for dim, alt in [("aggregation", "seq_mean_token_sum"), ("clipping", "sapo"), ("filtering", "dynamic"), ("advantage", "empg")]:
         po = resolve({"method": name, dim: alt})
         assert getattr(po, dim) == alt
-        for other in ("aggregation", "clipping", "filtering", "advantage", "seq_mask_delta"):
+        for other in ("aggregation", "clipping", "filtering", "advantage", "seq_mask", "seq_mask_delta"):
             if other != dim:
                 assert getattr(po, other) == getattr(base, other), (name, dim, other)
 

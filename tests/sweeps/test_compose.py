@@ -17,7 +17,7 @@ ARMS = [
     {"po.method": "sampo", "po.filtering": "none"},
     {"po.method": "cispo", "ppo_num_mini_batches": 4},
     {"po.method": "gspo", "po.hp.eps_low": 3.0e-4, "po.hp.eps_high": 4.0e-4},
-    {"po.method": "cispo_sm", "po.seq_mask_delta": 0.1},
+    {"po.method": "cispo_sm", "po.hp.seq_mask_delta": 0.1},
     {"po.method": "gigpo", "po.hp.step_w": 0.5},
     {"lr": "1e-4"},
 ]

@@ -70,13 +70,15 @@ def test_verl_call_equals_arena_value_and_grad(clip, agg, delta):
     old, logp, adv, mask = _inputs()
     # dp=2 global counts (this rank holds half): 2*8 tokens, 2*3 seqs, horizon 6
     info = {"dp_size": 2, "batch_num_tokens": 16, "global_batch_size": 6, "loss_scale_factor": 6}
-    settings = vpl.ArenaPolicyLossConfig(clipping=name, aggregation=agg, seq_mask_delta=delta, **hp)
+    # delta None = mask off; else the neg_adv_kl member with its own hyperparameter
+    mask_member, mask_hp = ("none", {}) if delta is None else ("neg_adv_kl", {"seq_mask_delta": delta})
+    settings = vpl.ArenaPolicyLossConfig(clipping=name, aggregation=agg, seq_mask=mask_member, hp={**hp, **mask_hp})
     fn = get_policy_loss_fn("arena")
     pg_verl, metrics = fn(old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask,
                           loss_agg_mode=VERL_AGG_MODE[agg], config=_actor(settings, VERL_AGG_MODE[agg], info),
                           rollout_is_weights=None)
     (grad_verl,) = torch.autograd.grad(pg_verl, logp)
-    po = ResolvedPO(None, None, agg, name, delta, "none", "grpo", "global", hp)
+    po = ResolvedPO(None, None, agg, name, mask_member, "none", "grpo", "global", {**hp, **mask_hp})
     pg_arena, arena_metrics = policy_loss(po, logp, old, adv, mask.double(), norm=AggNorm(8.0, 3.0, 6.0))
     (grad_arena,) = torch.autograd.grad(pg_arena, logp)
     # float64; only the order of x/(n/d) vs x/n*d differs: a few ulp
@@ -100,7 +102,7 @@ def test_sequence_mask_rejects_a_row():
     old, logp, adv, mask = _inputs()
     logp = logp.detach().clone()
     logp[1] = old[1] - 0.01
-    settings = vpl.ArenaPolicyLossConfig(clipping="cispo", seq_mask_delta=3e-3)
+    settings = vpl.ArenaPolicyLossConfig(clipping="cispo", seq_mask="neg_adv_kl", hp={"seq_mask_delta": 3e-3})
     _, metrics = vpl.arena_policy_loss(old, logp, adv, mask, "token-mean", _actor(settings, "token-mean", {}))
     assert metrics["actor/masked_seqs"] >= 1.0
 
@@ -136,6 +138,11 @@ def test_bad_settings_list_valid_names():
         vpl.ArenaPolicyLossConfig(clipping="nope")
     with pytest.raises(ValueError, match="valid: global"):
         vpl.ArenaPolicyLossConfig(agg_norm="per_microbatch")
+    with pytest.raises(ValueError, match="unknown seq_mask 'kl'; valid: neg_adv_kl, none"):
+        vpl.ArenaPolicyLossConfig(seq_mask="kl")
+    # a hyperparameter no PG member takes raises (it would otherwise be ignored)
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['tau_pos'\] for aggregation=token_mean, clipping=ppo"):
+        vpl.ArenaPolicyLossConfig(clipping="ppo", hp={"tau_pos": 1.0})
     old, logp, adv, mask = _inputs()
     cfg = _actor(vpl.ArenaPolicyLossConfig(aggregation="seq_mean_token_mean"), "token-mean", {})
     with pytest.raises(ValueError, match="'seq-mean-token-mean'"):

@@ -58,7 +58,7 @@ def test_ppo_loss_with_arena_equals_objective(agg, clip):
     (grad_verl,) = torch.autograd.grad(total, flat)
 
     logp = logp_resp.clone().requires_grad_(True)  # [B, T]
-    po = ResolvedPO(None, None, agg, clip, None, "none", "grpo", "global", {})
+    po = ResolvedPO(None, None, agg, clip, "none", "none", "grpo", "global", {})
     ours = objective(po, logp, old, adv, mask, ref_logp=ref, entropy=ent, kl_coef=0.01, entropy_coef=0.02,
                      norm=AggNorm(num_tokens=9.0, num_seqs=3.0, horizon=4.0))
     (grad_arena,) = torch.autograd.grad(ours.total, logp)

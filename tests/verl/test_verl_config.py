@@ -27,10 +27,10 @@ def _check_presets(env, methods):
         actor, rollout, algo = objs["actor"], objs["rollout"], objs["algorithm"]
         loss = actor.policy_loss
         assert isinstance(loss, ArenaPolicyLossConfig) and loss.loss_mode == "arena", method
-        assert (loss.clipping, loss.aggregation, loss.seq_mask_delta) == (po.clipping, po.aggregation,
-                                                                          po.seq_mask_delta), method
-        for k in ("eps_low", "eps_high", "clip_c", "tau_pos", "tau_neg"):
-            assert getattr(loss, k) == po.hp.get(k), (method, k)
+        assert (loss.clipping, loss.aggregation, loss.seq_mask) == (po.clipping, po.aggregation, po.seq_mask), method
+        # every explicit hyperparameter of the clip and mask members reaches verl, and nothing else
+        assert dict(loss.hp) == {**po.member_hp("clipping"), **po.member_hp("seq_mask")}, method
+        assert loss.resolved().member_hp("clipping") == po.member_hp("clipping"), method
         assert actor.loss_agg_mode == VERL_AGG_MODE[po.aggregation]
         assert algo.adv_estimator == f"arena_{po.advantage}"
         # turn-samples per mini-batch = 8*4/2 = 16 -> verl units 16/4 = 4 (verl multiplies by n=4)
@@ -56,7 +56,7 @@ def test_some_presets_validate_through_verl(env, methods):
 def test_env_scoped_gspo_bounds_reach_verl():
     # sokoban's po_defaults.clipping.gspo: eps 3e-3 / 4e-3 (configs/env/sokoban.yaml)
     loss = build_verl_config(load_config(["env=sokoban", "po.method=gspo"])).actor_rollout_ref.actor.policy_loss
-    assert (loss.eps_low, loss.eps_high) == (3.0e-3, 4.0e-3)
+    assert (loss.hp.eps_low, loss.hp.eps_high) == (3.0e-3, 4.0e-3)
 
 
 def _run(args):

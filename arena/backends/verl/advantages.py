@@ -2,7 +2,7 @@
 
 verl's `ray_trainer.compute_advantage` hands a registered estimator only
 `token_level_rewards`, `response_mask`, `config` and `index` (uid). GiGPO and EMPG need the
-per-turn fields (decisions.md §F): trajectory ids, turn indices, anchor observations, turn
+per-turn fields (docs/design.md, Per-turn batch): trajectory ids, turn indices, anchor observations, turn
 rewards, scores, old-policy entropy. So each estimator takes two extra keyword arguments,
 `non_tensor_batch` and `batch` (verl already passes exactly those two for its own GDPO), and
 `compute_arena_advantage(data, name, **hp)` is the trainer-subclass step that calls it with
@@ -10,7 +10,9 @@ them. Called the plain verl way (without them), an estimator raises a ValueError
 missing fields.
 
 Each estimator: TurnBatch <- (non_tensor_batch, batch); A [N] = ADV[name](batch, **hp);
-advantages = returns = A_j * m_jt  [N, T] (arena's `broadcast`).
+advantages = returns = A_j * m_jt  [N, T] (arena's `broadcast`). The fields an estimator
+requires are the ones its advantage declares with `@reads` (`ADV.reads(name)`), and there is
+one estimator per member of `ADV` at registration time, so a new advantage needs no edit here.
 """
 from __future__ import annotations
 
@@ -26,12 +28,11 @@ from .dataproto import from_dataproto, missing_fields
 from .registry import register_once
 
 PREFIX = "arena_"
-# the fields each of our advantages reads (TurnBatch names; tensors are looked up by verl key)
-REQUIRED = {
-    "grpo": ("group_id", "traj_id", "score"),
-    "gigpo": ("group_id", "traj_id", "turn_idx", "turn_reward", "episode_return", "score", "anchor_obs"),
-    "empg": ("group_id", "traj_id", "turn_idx", "score", "entropy"),
-}
+
+
+def required_fields(name: str) -> tuple[str, ...]:
+    """The TurnBatch fields advantage `name` reads (its `@reads` declaration)."""
+    return ADV.reads(name)
 
 
 def _make_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
@@ -46,16 +47,16 @@ def _make_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if non_tensor_batch is None:
             raise ValueError(
-                f"{PREFIX}{name} needs the per-turn fields {list(REQUIRED[name])} in non_tensor_batch/batch; "
+                f"{PREFIX}{name} needs the per-turn fields {list(required_fields(name))} in non_tensor_batch/batch; "
                 f"verl's compute_advantage does not pass them: call "
                 f"arena.backends.verl.advantages.compute_arena_advantage from the trainer"
             )
         tensors = {k: batch[k] for k in batch.keys()} if batch is not None else {}
         tensors["response_mask"] = response_mask
         data = DataProto.from_dict(tensors=tensors, non_tensors=dict(non_tensor_batch))
-        absent = missing_fields(data, REQUIRED[name])
+        absent = missing_fields(data, required_fields(name))
         if absent:
-            raise ValueError(f"{PREFIX}{name}: missing field(s) {absent}; required: {list(REQUIRED[name])}")
+            raise ValueError(f"{PREFIX}{name}: missing field(s) {absent}; required: {list(required_fields(name))}")
         turns = from_dataproto(data, fill_missing=True)
         adv = ADV[name](turns, **hp)  # [N]
         # A_jt = A_j m_jt
@@ -67,19 +68,25 @@ def _make_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor
     return estimator
 
 
-ESTIMATORS = {f"{PREFIX}{name}": _make_estimator(name) for name in ADV}
+ESTIMATORS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
 
 
 def register() -> None:
-    """Put the estimators in verl's registry (idempotent; a different function under one of
-    our names raises, as verl's `register_adv_est` does)."""
-    for full_name, fn in ESTIMATORS.items():
+    """Put one estimator per member of ADV in verl's registry (idempotent; a different function
+    under one of our names raises, as verl's `register_adv_est` does). Members added to ADV
+    after import are registered by the next call (compute_arena_advantage makes one)."""
+    for name in ADV:
+        full_name = f"{PREFIX}{name}"
+        if full_name not in ESTIMATORS:
+            ESTIMATORS[full_name] = _make_estimator(name)
+        fn = ESTIMATORS[full_name]
         register_once(core_algos.ADV_ESTIMATOR_REGISTRY, full_name, fn, core_algos.register_adv_est, "advantage estimator")
 
 
 def compute_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> DataProto:
     """The trainer-subclass step: run a registered arena estimator with the per-turn fields and
     store `advantages` and `returns` [N, T] in data.batch (in place; returns `data`)."""
+    register()
     if adv_estimator not in ESTIMATORS:
         raise ValueError(f"unknown arena advantage estimator {adv_estimator!r}; valid: {', '.join(ESTIMATORS)}")
     fn = core_algos.get_adv_estimator_fn(adv_estimator)
@@ -102,4 +109,4 @@ def compute_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> D
 
 register()
 
-__all__ = ["ESTIMATORS", "REQUIRED", "compute_arena_advantage", "register"]
+__all__ = ["ESTIMATORS", "compute_arena_advantage", "register", "required_fields"]

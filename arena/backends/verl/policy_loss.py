@@ -25,54 +25,63 @@ normalisations; it raises a ValueError.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 from verl.trainer.ppo import core_algos
 from verl.workers.config import PolicyLossConfig
 
-from arena.po.aggregation import AGG, VERL_AGG_MODE, AggNorm
-from arena.po.clipping import CLIP
-from arena.po.compose import ResolvedPO, policy_loss
+from arena.po.aggregation import VERL_AGG_MODE, AggNorm
+from arena.po.compose import DIMENSIONS, PG_DIMENSIONS, ResolvedPO, policy_loss
 
 from .registry import register_once
 
 LOSS_NAME = "arena"
-CLIP_HP_NAMES = ("eps_low", "eps_high", "clip_c", "tau_pos", "tau_neg")
 TARGET = "arena.backends.verl.policy_loss.ArenaPolicyLossConfig"
 
 
 @dataclass
 class ArenaPolicyLossConfig(PolicyLossConfig):
-    """verl's PolicyLossConfig plus arena's PG settings (decisions.md §A). None = member default."""
+    """verl's PolicyLossConfig plus arena's PG settings (docs/design.md, Config paths and
+    resolution order): the members of the PG term and their hyperparameters.
+
+    `hp` holds the explicit hyperparameters of the clipping and sequence-mask members (unset
+    ones take the member function's default). It is one open dict, checked here against the
+    members' signatures, so a new clip hyperparameter needs no field here and a wrong one raises
+    instead of being dropped."""
 
     loss_mode: str = LOSS_NAME
     clipping: str = "ppo"
     aggregation: str = "token_mean"
-    seq_mask_delta: Optional[float] = None
+    seq_mask: str = "none"
     agg_norm: str = "global"
-    eps_low: Optional[float] = None
-    eps_high: Optional[float] = None
-    clip_c: Optional[float] = None
-    tau_pos: Optional[float] = None
-    tau_neg: Optional[float] = None
+    hp: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.clipping not in CLIP:
-            raise ValueError(f"unknown clipping {self.clipping!r}; valid: {', '.join(sorted(CLIP))}")
-        if self.aggregation not in AGG:
-            raise ValueError(f"unknown aggregation {self.aggregation!r}; valid: {', '.join(sorted(AGG))}")
+        for dim in PG_DIMENSIONS:
+            DIMENSIONS[dim].member(getattr(self, dim))  # unknown <dim> '<name>'; valid: ...
         if self.agg_norm != "global":
             raise ValueError(f"po.agg_norm={self.agg_norm!r} is not supported on verl; valid: global")
+        accepted = {k for dim in PG_DIMENSIONS for k in DIMENSIONS[dim].hyperparameters(getattr(self, dim))}
+        bad = sorted(set(self.hp) - accepted)
+        if bad:
+            chosen = ", ".join(f"{dim}={getattr(self, dim)}" for dim in PG_DIMENSIONS)
+            raise ValueError(f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}")
+
+    @classmethod
+    def section(cls, po: ResolvedPO) -> dict[str, Any]:
+        """The `actor.policy_loss` config section of a run: every PG member and every explicit
+        hyperparameter of those members (derived from their signatures, none left out)."""
+        hp = {k: v for dim in PG_DIMENSIONS for k, v in po.member_hp(dim).items()}
+        members = {dim: getattr(po, dim) for dim in PG_DIMENSIONS}
+        return {"_target_": TARGET, "loss_mode": LOSS_NAME, **members, "agg_norm": po.agg_norm, "hp": hp}
 
     def resolved(self) -> ResolvedPO:
         """The ResolvedPO of the PG term (filtering/advantage do not enter the loss)."""
-        hp = {k: getattr(self, k) for k in CLIP_HP_NAMES if getattr(self, k) is not None}
         return ResolvedPO(
-            method=None, group=None, aggregation=self.aggregation, clipping=self.clipping,
-            seq_mask_delta=self.seq_mask_delta, filtering="none", advantage="grpo",
-            agg_norm=self.agg_norm, hp=hp,
+            method=None, group=None, aggregation=self.aggregation, clipping=self.clipping, seq_mask=self.seq_mask,
+            filtering="none", advantage="grpo", agg_norm=self.agg_norm, hp=dict(self.hp),
         )
 
 

@@ -1,4 +1,4 @@
-"""Generate verl's trainer config from an arena run config (issue #7 §5).
+"""Generate verl's trainer config from an arena run config (docs/design.md, verl backend).
 
 verl's own `ppo_trainer.yaml` is composed once with Hydra (from verl's package), frozen with
 OmegaConf struct mode, and our values are written into it, so an unknown key raises. The
@@ -28,8 +28,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from arena.po.aggregation import VERL_AGG_MODE
 
-POLICY_LOSS_TARGET = "arena.backends.verl.policy_loss.ArenaPolicyLossConfig"
-CLIP_HP = ("eps_low", "eps_high", "clip_c", "tau_pos", "tau_neg")
+from .policy_loss import ArenaPolicyLossConfig
+
 AGENT_LOOP_NAME = "arena_agent"
 
 
@@ -88,11 +88,8 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         actor + "entropy_coeff": cfg.entropy_coef,
         actor + "calculate_entropy": True,
         actor + "loss_agg_mode": VERL_AGG_MODE[po.aggregation],
-        actor + "policy_loss": {
-            "_target_": POLICY_LOSS_TARGET, "loss_mode": "arena", "clipping": po.clipping,
-            "aggregation": po.aggregation, "seq_mask_delta": po.seq_mask_delta, "agg_norm": po.agg_norm,
-            **{k: v for k, v in po.hp.items() if k in CLIP_HP},
-        },
+        # the PG members and all their explicit hyperparameters, from the members' signatures
+        actor + "policy_loss": ArenaPolicyLossConfig.section(po),
         "algorithm.adv_estimator": f"arena_{po.advantage}",
         "algorithm.use_kl_in_reward": False,
         "trainer.logger": ["console", "wandb"],
@@ -134,8 +131,6 @@ def build_verl_config(cfg: DictConfig, extra: Mapping[str, Any] = ()) -> DictCon
 def validate(verl_cfg: DictConfig) -> dict[str, Any]:
     """Instantiate verl's dataclasses for the sections we write (raises on a bad value)."""
     from verl.utils.config import omega_conf_to_dataclass
-
-    from . import policy_loss  # noqa: F401  (registers "arena"; the _target_ lives there)
 
     sections = {"actor": verl_cfg.actor_rollout_ref.actor, "rollout": verl_cfg.actor_rollout_ref.rollout,
                 "algorithm": verl_cfg.algorithm}

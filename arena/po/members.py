@@ -1,0 +1,77 @@
+"""One registry class for every dimension: a member is a function, its hyperparameters are
+its defaulted keyword arguments, and what it reads from the per-turn batch is declared next to
+it with `@reads(...)` (docs/design.md, Config paths and resolution order).
+
+Both backends derive everything from here: the composer checks `po.hp.*` against
+`Registry.hyperparameters`, the verl adapter copies exactly those keys into verl's config and
+requires exactly `Registry.reads` of the chosen advantage. So a new member is one function in
+one registry (plus, for a method, one preset line in `arena/po/methods.py`).
+
+Errors have one format:
+    unknown <dimension> '<name>'; valid: a, b, c           (sorted)
+    unknown hyperparameter(s) ['x'] for <dimension>=<name>; valid: p, q
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Iterable, Mapping
+
+Member = Callable[..., Any]
+
+
+class UnknownMember(ValueError, KeyError):
+    """A name that is not in a registry (a ValueError for callers, a KeyError for dict users)."""
+
+    __str__ = Exception.__str__  # KeyError would quote the whole message
+
+
+def reads(*fields: str) -> Callable[[Member], Member]:
+    """Declare the per-turn batch fields (TurnBatch names) a member reads."""
+
+    def mark(fn: Member) -> Member:
+        fn.reads = tuple(fields)
+        return fn
+
+    return mark
+
+
+class Registry(dict):
+    """name -> member function of one dimension, in registration order.
+
+    `runtime_args`: defaulted keyword arguments that the caller supplies at run time (for
+    example the aggregation's `norm`), so they are not hyperparameters."""
+
+    def __init__(self, dimension: str, members: Mapping[str, Member], *, runtime_args: Iterable[str] = ()):
+        super().__init__(members)
+        self.dimension = dimension
+        self.runtime_args = frozenset(runtime_args)
+
+    def __missing__(self, name: str) -> Member:
+        raise UnknownMember(f"unknown {self.dimension} {name!r}; valid: {', '.join(sorted(self))}")
+
+    def member(self, name: str) -> Member:
+        """The function registered under `name` (UnknownMember lists the valid names)."""
+        return self[name]
+
+    def hyperparameters(self, name: str) -> dict[str, Any]:
+        """name's hyperparameters and their defaults: its defaulted parameters minus runtime_args."""
+        params = inspect.signature(self[name]).parameters.values()
+        return {p.name: p.default for p in params if p.default is not p.empty and p.name not in self.runtime_args}
+
+    def reads(self, name: str) -> tuple[str, ...]:
+        """The per-turn batch fields name declared with `@reads` (empty when it declared none)."""
+        return tuple(getattr(self[name], "reads", ()))
+
+    def check_hp(self, name: str, hp: Mapping[str, Any]) -> None:
+        """ValueError naming the keys of `hp` that are not hyperparameters of `name`."""
+        valid = self.hyperparameters(name)
+        bad = sorted(set(hp) - set(valid))
+        if bad:
+            raise ValueError(
+                f"unknown hyperparameter(s) {bad} for {self.dimension}={name}; valid: {', '.join(valid) or '(none)'}"
+            )
+
+    def with_defaults(self, name: str, hp: Mapping[str, Any]) -> dict[str, Any]:
+        """name's hyperparameters: its defaults overridden by `hp` (unknown keys raise)."""
+        self.check_hp(name, hp)
+        return {**self.hyperparameters(name), **hp}
