@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from arena.agent.rollout import rollout
 from arena.config import cell_id, resolve_po, to_plain
 from arena.envs import EVAL_SEED_OFFSET, make
+from arena.envs.sandbox import env_isolation
 from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason
@@ -122,7 +123,14 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     run.create()
-    run.write_config(OmegaConf.to_yaml(cfg))
+    env_kwargs = to_plain(cfg.env.kwargs)
+    envs = [make(cfg.env.name, **env_kwargs) for _ in range(cfg.batch_envs * cfg.group_size)]
+    # the tool sandbox mode in force (None: no tool code), recorded with the run (docs/sandbox.md, Modes)
+    tool_sandbox = env_isolation(envs[0])
+    log(f"[train] tool sandbox: {tool_sandbox or 'none (this environment runs no tool code)'}")
+    run.write_config(OmegaConf.to_yaml(cfg) + OmegaConf.to_yaml({"tool_sandbox": tool_sandbox}))
+    if wandb_run is not None:
+        wandb_run.config.update({"tool_sandbox": tool_sandbox}, allow_val_change=True)
     start_step = load_state(run.ckpt, model, optimizer)
     # metrics.jsonl restarts where the model does: rows up to the checkpoint, none without one
     kept, dropped = run.reset_metrics(start_step)
@@ -131,8 +139,6 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     elif dropped:
         log(f"[train] no checkpoint: starting from step 0 ({dropped} metric rows of a killed run dropped)")
     first_step = 0 if start_step is None else start_step + 1
-    env_kwargs = to_plain(cfg.env.kwargs)
-    envs = [make(cfg.env.name, **env_kwargs) for _ in range(cfg.batch_envs * cfg.group_size)]
     eval_at = set(eval_steps(cfg.steps, cfg.test_freq))
     history = run.read_metrics()
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
@@ -162,7 +168,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
             status, collapse = "collapsed", reason
             if cfg.stability.stop_on_collapse:
                 break
-    return _summary(cfg, run, points, status, time.time() - t_start, history, collapse)
+    return _summary(cfg, run, points, status, time.time() - t_start, history, collapse, tool_sandbox)
 
 
 def _progress(step: int, total: int, row: dict, t_start: float, *, steps_done: int) -> str:
@@ -176,11 +182,12 @@ def _progress(step: int, total: int, row: dict, t_start: float, *, steps_done: i
     return " ".join(parts)
 
 
-def _summary(cfg, run: RunFolder, points, status: str, wall: float, history, reason) -> dict:
+def _summary(cfg, run: RunFolder, points, status: str, wall: float, history, reason,
+             tool_sandbox=None) -> dict:
     summary = build_summary(
         status=status, cell_id=cell_id(cfg), points=points, history=history, total_steps=cfg.steps,
         theta=cfg.stability.theta, min_points=cfg.stability.min_points, n_eval=cfg.eval.n,
-        wall_seconds=wall, collapse_reason=reason, backend="embedded",
+        wall_seconds=wall, collapse_reason=reason, backend="embedded", tool_sandbox=tool_sandbox,
     )
     run.write_summary(summary)
     return summary
