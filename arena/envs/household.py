@@ -1,7 +1,9 @@
 """The household text task: ALFWorld-like pick-and-place games made with TextWorld (issue #3).
 
 Games come from a fixed pool (`household_games`): the committed pool has 30 games (20 train,
-10 eval). Seeds pick games: a training seed s < EVAL_SEED_OFFSET plays train game s mod n_train;
+10 eval); `pool="large"` generates 512 games once into the cache folder (256 train, 256 eval:
+whole 16-game size grids alternate between the splits), so that an evaluation on 256 held-out
+games has a standard error of ~3 points instead of the committed pool's 16-22. Seeds pick games: a training seed s < EVAL_SEED_OFFSET plays train game s mod n_train;
 the evaluation seed eval_seed(i) plays eval game i mod n_eval. The two sets are disjoint.
 
 The first observation is the room's description followed by "Your task is to: <objective>", the
@@ -76,8 +78,8 @@ class HouseholdEnv:
     instruction = INSTRUCTION
 
     def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, pool: str = "committed",
-                 cache_dir: Optional[str] = None, n_large: int = 200, large_first_seed: int = 1001,
-                 win_reward: float = 10.0):
+                 cache_dir: Optional[str] = None, n_large: int = 512, large_first_seed: int = 1001,
+                 large_eval_every: int = 2, large_split_block: int = 16, win_reward: float = 10.0):
         if pool not in POOLS:
             raise ValueError(f"unknown household pool {pool!r}; valid: {', '.join(POOLS)}")
         if max_turns < 1:
@@ -88,7 +90,8 @@ class HouseholdEnv:
         if pool == "committed":
             pool_dir = COMMITTED_POOL_DIR
         else:
-            pool_dir = ensure_generated_pool(cache, n_games=n_large, first_seed=large_first_seed)
+            pool_dir = ensure_generated_pool(cache, n_games=n_large, first_seed=large_first_seed,
+                                             eval_every=large_eval_every, split_block=large_split_block)
         manifest = read_manifest(pool_dir)
         self.games_dir = games_folder(pool_dir, manifest, cache)
         self.games = {split: [g for g in manifest["games"] if g["split"] == split]

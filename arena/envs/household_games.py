@@ -12,20 +12,27 @@ The manifest lists, for each game: `name` (file stem), `world_size` (rooms), `nb
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
-import lzma
 import io
 import json
+import lzma
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
+
+from arena.runs.atomic import atomic_write_json, atomic_write_text
 
 COMMITTED_POOL_DIR = Path(__file__).parent / "games" / "household"
 ARCHIVE_NAME = "games.tar.xz"
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "eval")
+ENTRY_SUFFIX = ".entry.json"  # a generated game's manifest entry, written when the game is done
 
 
 def default_cache_dir() -> Path:
@@ -34,12 +41,17 @@ def default_cache_dir() -> Path:
     return Path(root) / "household"
 
 
-def pool_specs(n_games: int, *, first_seed: int = 1, eval_every: int = 3) -> list[dict]:
+def pool_specs(n_games: int, *, first_seed: int = 1, eval_every: int = 3, split_block: int = 1) -> list[dict]:
     """The generation grid: game i has 2 + i%4 rooms and quest length 1 + (i//4)%4.
 
-    Every `eval_every`-th game (i % eval_every == eval_every - 1) is an evaluation game, so both
-    splits cover all the sizes; for 30 games that gives 20 train and 10 eval games.
+    Games are split in blocks of `split_block` consecutive games: game i is an evaluation game
+    iff (i // split_block) % eval_every == eval_every - 1. The committed pool uses blocks of 1
+    and eval_every 3 (every third game: 20 train and 10 eval games of 30, both splits covering
+    all sizes). With eval_every 2, blocks of 1 would put only odd room counts in the eval split;
+    blocks of 16 (one whole grid) alternate whole grids, so both splits again cover all sizes.
     """
+    if eval_every < 2 or split_block < 1:
+        raise ValueError(f"need eval_every >= 2 and split_block >= 1, got {eval_every}, {split_block}")
     specs = []
     for i in range(n_games):
         world_size = 2 + i % 4
@@ -50,7 +62,7 @@ def pool_specs(n_games: int, *, first_seed: int = 1, eval_every: int = 3) -> lis
             nb_objects=2 * world_size + 2,
             quest_length=quest_length,
             seed=first_seed + i,
-            split="eval" if i % eval_every == eval_every - 1 else "train",
+            split="eval" if (i // split_block) % eval_every == eval_every - 1 else "train",
         ))
     return specs
 
@@ -119,13 +131,43 @@ def _add_file(tar: tarfile.TarFile, path: Path) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build_pool(pool_dir: Path, specs: list[dict], *, archive: bool) -> list[dict]:
+def _log_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def generate_games(games_dir: Path, specs: list[dict], *, log: Callable[[str], None] = _log_stderr) -> list[dict]:
+    """Generate the games of `specs` into games_dir, one after the other, with progress and ETA.
+
+    Each finished game leaves `<name>.entry.json` (its manifest entry, written atomically after
+    its story file): an interrupted generation resumes where it stopped and loses nothing.
+        ETA = (seconds spent on the games made by this call / their number) * games left
+    """
+    entries, made, spent, start = [], 0, 0.0, time.perf_counter()
+    for k, spec in enumerate(specs, start=1):
+        entry_path = games_dir / f"{spec['name']}{ENTRY_SUFFIX}"
+        if entry_path.is_file() and (games_dir / f"{spec['name']}.z8").is_file():
+            entries.append(json.loads(entry_path.read_text()))
+            continue
+        t0 = time.perf_counter()
+        entry = generate_game(games_dir, spec)
+        atomic_write_json(entry_path, entry)
+        entries.append(entry)
+        made, spent = made + 1, spent + time.perf_counter() - t0
+        eta = spent / made * (len(specs) - k)
+        if made == 1 or k % 8 == 0 or k == len(specs):
+            log(f"[household] generated game {k}/{len(specs)} ({spec['name']}), "
+                f"{time.perf_counter() - start:.0f} s so far, ETA {eta / 60:.1f} min")
+    return entries
+
+
+def build_pool(pool_dir: Path, specs: list[dict], *, archive: bool,
+               log: Callable[[str], None] = _log_stderr) -> list[dict]:
     """Generate every game of `specs` into pool_dir and write the manifest (written last)."""
     pool_dir = Path(pool_dir)
     pool_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=pool_dir) as tmp:
         games_dir = Path(tmp) if archive else pool_dir
-        entries = [generate_game(games_dir, spec) for spec in specs]
+        entries = generate_games(games_dir, specs, log=log)
         if archive:
             with tarfile.open(pool_dir / ARCHIVE_NAME, "w:xz", preset=9 | lzma.PRESET_EXTREME) as tar:
                 for entry in entries:
@@ -135,7 +177,7 @@ def build_pool(pool_dir: Path, specs: list[dict], *, archive: bool) -> list[dict
             for leftover in pool_dir.glob("*.ni"):
                 leftover.unlink()
     manifest = dict(archive=ARCHIVE_NAME if archive else None, games=entries)
-    (pool_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n")
+    atomic_write_text(pool_dir / MANIFEST_NAME, json.dumps(manifest, indent=1) + "\n")
     return entries
 
 
@@ -175,9 +217,20 @@ def games_folder(pool_dir: Path, manifest: dict, cache_dir: Path) -> Path:
     return target
 
 
-def ensure_generated_pool(cache_dir: Path, *, n_games: int, first_seed: int) -> Path:
-    """A generated (unarchived) pool under cache_dir, made on first use (minutes: ~3 s per game)."""
-    pool_dir = Path(cache_dir) / f"generated-n{n_games}-s{first_seed}"
-    if not (pool_dir / MANIFEST_NAME).is_file():
-        build_pool(pool_dir, pool_specs(n_games, first_seed=first_seed), archive=False)
+def ensure_generated_pool(cache_dir: Path, *, n_games: int, first_seed: int, eval_every: int = 3,
+                          split_block: int = 1, log: Callable[[str], None] = _log_stderr) -> Path:
+    """A generated (unarchived) pool under cache_dir, made on first use (minutes: 1.5-3 s per
+    game on one core), with progress and ETA; a file lock lets one process generate while
+    others wait, and an interrupted generation resumes (generate_games)."""
+    suffix = "" if (eval_every, split_block) == (3, 1) else f"-e{eval_every}-b{split_block}"
+    pool_dir = Path(cache_dir) / f"generated-n{n_games}-s{first_seed}{suffix}"
+    if (pool_dir / MANIFEST_NAME).is_file():
+        return pool_dir
+    pool_dir.mkdir(parents=True, exist_ok=True)
+    with open(pool_dir.parent / f"{pool_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (pool_dir / MANIFEST_NAME).is_file():
+            log(f"[household] generating {n_games} games into {pool_dir} (once; ~1.5-3 s a game on one core)")
+            specs = pool_specs(n_games, first_seed=first_seed, eval_every=eval_every, split_block=split_block)
+            build_pool(pool_dir, specs, archive=False, log=log)
     return pool_dir

@@ -7,7 +7,8 @@ import pytest
 
 from arena.envs import EVAL_SEED_OFFSET, Env, eval_seed, make
 from arena.envs.household import HouseholdEnv, clean_household_text, first_observation
-from arena.envs.household_games import ARCHIVE_NAME, COMMITTED_POOL_DIR, MANIFEST_NAME
+from arena.envs import household_games
+from arena.envs.household_games import ARCHIVE_NAME, COMMITTED_POOL_DIR, MANIFEST_NAME, pool_specs, read_manifest
 from arena.envs.textworld_episode import NO_OP_FEEDBACK
 
 MANIFEST = json.loads((COMMITTED_POOL_DIR / MANIFEST_NAME).read_text())
@@ -159,13 +160,53 @@ def test_clean_household_text():
 @pytest.mark.slow
 def test_generated_pool_is_made_once_and_playable(tmp_path):
     """pool='large' with 3 tiny games: generated into the cache (2 train, 1 eval), then reused."""
-    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), n_large=3, large_first_seed=7)
+    small = dict(n_large=3, large_first_seed=7, large_eval_every=3, large_split_block=1)
+    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), **small)
     manifest = env.games_dir / MANIFEST_NAME
     stamp = manifest.stat().st_mtime_ns
     assert [len(env.games["train"]), len(env.games["eval"])] == [2, 1]
     for seed in (0, 1, eval_seed(0)):
         total, won, _ = play_expert(env, seed)
         assert (total, won) == (10.0, True)
-    again = HouseholdEnv(pool="large", cache_dir=str(tmp_path), n_large=3, large_first_seed=7)
+    again = HouseholdEnv(pool="large", cache_dir=str(tmp_path), **small)
     assert manifest.stat().st_mtime_ns == stamp
     assert [g["walkthrough"] for g in again.games["train"]] == [g["walkthrough"] for g in env.games["train"]]
+
+
+def test_large_pool_specs_split_whole_grids():
+    """512 games, eval_every 2, blocks of 16: games 16-31, 48-63, ... are eval -> 256 / 256,
+    and each block is one whole 4 x 4 grid of (rooms, quest length), so both splits cover all."""
+    specs = pool_specs(512, first_seed=1001, eval_every=2, split_block=16)
+    train = [s for s in specs if s["split"] == "train"]
+    evals = [s for s in specs if s["split"] == "eval"]
+    assert len(train) == len(evals) == 256
+    assert [s["split"] for s in specs[14:18]] == ["train", "train", "eval", "eval"]
+    for games in (train, evals):
+        assert {(g["world_size"], g["quest_length"]) for g in games} == {(w, q) for w in range(2, 6) for q in range(1, 5)}
+    # the committed pool's rule is unchanged: every third game
+    assert [s["split"] for s in pool_specs(6)] == ["train", "train", "eval"] * 2
+    with pytest.raises(ValueError):
+        pool_specs(4, eval_every=1)
+
+
+def test_generation_reports_progress_and_resumes(tmp_path, monkeypatch):
+    """With a fake 'generate_game' (no TextWorld): 3 games -> progress lines with an ETA; a
+    second call after losing the manifest regenerates nothing (the entries survive)."""
+    calls = []
+
+    def fake_generate(out_dir, spec):
+        calls.append(spec["name"])
+        (out_dir / f"{spec['name']}.z8").write_bytes(b"z")
+        return dict(spec, walkthrough=["take x", "put x on y"])
+
+    monkeypatch.setattr(household_games, "generate_game", fake_generate)
+    lines = []
+    pool = household_games.ensure_generated_pool(tmp_path, n_games=3, first_seed=7, log=lines.append)
+    assert calls == ["g000_w2_q1", "g001_w3_q1", "g002_w4_q1"]
+    assert lines[0].startswith("[household] generating 3 games")
+    assert lines[-1].startswith("[household] generated game 3/3") and "ETA 0.0 min" in lines[-1]
+    manifest = read_manifest(pool)
+    assert [g["split"] for g in manifest["games"]] == ["train", "train", "eval"]
+    (pool / MANIFEST_NAME).unlink()  # as if interrupted before the manifest
+    household_games.ensure_generated_pool(tmp_path, n_games=3, first_seed=7, log=lines.append)
+    assert len(calls) == 3 and read_manifest(pool) == manifest
