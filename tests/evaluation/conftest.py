@@ -1,5 +1,5 @@
-"""Shared fixtures: one tiny BC checkpoint per test session (the existing BC code, ~5-10 s on one
-thread), an `arena serve` of it on 127.0.0.1, and a fake API key."""
+"""Shared fixtures: one tiny BC checkpoint per test session (the existing BC code on one
+thread, ~4 s unloaded), an `arena serve` of it on 127.0.0.1, and a fake API key."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,7 @@ from .servers import running_server
 
 # 3x3-interior Sokoban, short episodes: BC on 64 expert episodes wins some and loses some,
 # so outcome comparisons below check both kinds.
-ENV_ARGS = ["env=sokoban", "env.kwargs.dim=5", "env.kwargs.max_turns=6"]
+ENV_ARGS = ["env=sokoban", "env.kwargs.dim=5", "env.kwargs.max_turns=8"]
 FAKE_KEY = "sk-arena-FAKE-4f1c9a7e2b6d"
 
 
@@ -21,7 +21,7 @@ def bc_checkpoint(tmp_path_factory) -> str:
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     results = tmp_path_factory.mktemp("bc_results")
-    cfg = load_config([*ENV_ARGS, "budget=smoke", f"results_dir={results}", "bc.demos=64", "bc.steps=100",
+    cfg = load_config([*ENV_ARGS, "budget=smoke", f"results_dir={results}", "bc.demos=64", "bc.steps=60", "bc.lr=3e-3",
                        "bc.batch_size=32", "bc.eval_n=8", "wandb.enabled=false"])
     path = ensure_bc_checkpoint(cfg, log=lambda *a: None)
     torch.set_num_threads(before)

@@ -12,6 +12,8 @@ import time
 from collections import Counter
 
 import uvicorn
+from fastapi import FastAPI, Request  # module level: the route's annotation must resolve here
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 
 @contextlib.contextmanager
@@ -42,7 +44,7 @@ GOOD_REPLY = "<think>plan</think><action>up</action>"
 
 class FaultServer:
     """A chat-completions app whose n-th request (1-based, over the whole server) gets the
-    fault `plan[n]` (default: a good reply). Faults: "429" (Retry-After: `retry_after`), "500",
+    fault `plan[n]` (default: a good reply). Faults: "400" (never retried), "429" (Retry-After: `retry_after`), "500",
     "hang" (sleeps `hang_s`, longer than the client's timeout), "malformed" (200, body not
     JSON), "truncated" (200, the reply text cut in the middle). Every request is logged as
     (episode header, fault or "ok"); good replies echo `reply`."""
@@ -52,6 +54,7 @@ class FaultServer:
         self.plan, self.reply, self.retry_after, self.hang_s = plan, reply, retry_after, hang_s
         self.max_requests, self.delay_s = max_requests, delay_s
         self.log: list[tuple[str, str]] = []
+        self.auth: set = set()  # Authorization headers seen
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
 
@@ -60,9 +63,6 @@ class FaultServer:
         return Counter(tag for tag, fault in self.log if fault in ("ok", "truncated"))
 
     def app(self):
-        from fastapi import FastAPI, Request
-        from fastapi.responses import JSONResponse, PlainTextResponse
-
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
@@ -72,6 +72,7 @@ class FaultServer:
                 n = len(self.log) + 1
                 fault = self.plan.get(n, "ok") if n <= self.max_requests else "over"
                 self.log.append((request.headers.get("x-arena-episode", ""), fault))
+                self.auth.add(request.headers.get("authorization"))
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
@@ -82,6 +83,8 @@ class FaultServer:
                 if fault == "429":
                     return JSONResponse({"error": {"message": "rate limited"}}, status_code=429,
                                         headers={"Retry-After": self.retry_after})
+                if fault == "400":
+                    return JSONResponse({"error": {"message": "bad request"}}, status_code=400)
                 if fault == "500":
                     return JSONResponse({"error": {"message": "boom"}}, status_code=500)
                 if fault == "hang":
