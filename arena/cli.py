@@ -59,7 +59,7 @@ def _methods(args: Sequence[str]) -> int:
 
 def _envs(args: Sequence[str]) -> int:
     """`arena envs play env=NAME seed=N` | `arena envs check env=NAME n=100`."""
-    from arena.envs import ENVS
+    from arena.envs import ENVS, EnvUnavailableError
     from arena.envs import commands
 
     subs = {"play": commands.play, "check": commands.check}
@@ -78,6 +78,8 @@ def _envs(args: Sequence[str]) -> int:
         commands.check(env, n, **env_kwargs)
     except TypeError as exc:  # an unknown env kwarg
         raise BadInput(f"bad option for env {env!r}: {exc}") from exc
+    except EnvUnavailableError as exc:  # e.g. env=alfworld without its package or data
+        raise BadInput(str(exc)) from exc
     return EXIT_OK
 
 

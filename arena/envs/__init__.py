@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import EVAL_SEED_OFFSET, Env, eval_seed, is_eval_seed
+from .base import EVAL_SEED_OFFSET, Env, EnvUnavailableError, eval_seed, is_eval_seed
 
 # name -> "module:factory"
 ENVS = {
@@ -20,12 +20,28 @@ ENVS = {
 }
 
 
-def make(name: str, **kwargs) -> Env:
-    """Build an environment by registry name; unknown names list the valid ones."""
+def _module(name: str):
     if name not in ENVS:
         raise ValueError(f"unknown environment {name!r}; valid: {', '.join(sorted(ENVS))}")
     module, factory = ENVS[name].split(":")
-    return getattr(importlib.import_module(module), factory)(**kwargs)
+    return importlib.import_module(module), factory
 
 
-__all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "eval_seed", "is_eval_seed", "make"]
+def make(name: str, **kwargs) -> Env:
+    """Build an environment by registry name; unknown names list the valid ones."""
+    module, factory = _module(name)
+    return getattr(module, factory)(**kwargs)
+
+
+def check_available(name: str, **kwargs) -> None:
+    """Raise EnvUnavailableError (saying how to get it) when an environment's optional package
+    or data is missing; cheap, builds nothing. Environment modules opt in with a module-level
+    `check_available(**kwargs)`; the others are always available."""
+    module, _ = _module(name)
+    check = getattr(module, "check_available", None)
+    if check is not None:
+        check(**kwargs)
+
+
+__all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "EnvUnavailableError", "check_available", "eval_seed",
+           "is_eval_seed", "make"]

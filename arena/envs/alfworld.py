@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from .base import EVAL_SEED_OFFSET
+from .base import EVAL_SEED_OFFSET, EnvUnavailableError
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 # ALFWorld's split folders under $ALFWORLD_DATA (alfworld base_config.yaml).
@@ -55,8 +55,8 @@ HOW_TO_GET_ALFWORLD = (
 )
 
 
-class AlfworldUnavailableError(RuntimeError):
-    """The alfworld package or its data is missing."""
+class AlfworldUnavailableError(EnvUnavailableError):
+    """The alfworld package or its data is missing (the CLI exits 2 with this message)."""
 
 
 def task_type(gamefile: str) -> Optional[str]:
@@ -113,6 +113,14 @@ def resolve_data_dir(data_dir: Optional[str]) -> Path:
         raise AlfworldUnavailableError(
             f"no ALFWorld data at {chosen} (json_2.1.1/ is missing). " + HOW_TO_GET_ALFWORLD)
     return Path(chosen).expanduser()
+
+
+def check_available(data_dir: Optional[str] = None, train_split: str = "train", **_other_kwargs) -> None:
+    """AlfworldUnavailableError unless the package imports and the data holds playable training
+    games (what `arena train|sweep|envs` check before anything runs)."""
+    root = resolve_data_dir(data_dir)
+    if not find_game_files(root, train_split):
+        raise AlfworldUnavailableError(f"no playable {train_split} games under {root}. " + HOW_TO_GET_ALFWORLD)
 
 
 def _start_env(game_path: str):

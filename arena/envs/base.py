@@ -21,6 +21,10 @@ from typing import Any, Optional, Protocol, runtime_checkable
 EVAL_SEED_OFFSET = 1_000_000
 
 
+class EnvUnavailableError(RuntimeError):
+    """An environment's optional package or data is missing on this machine (CLI exit 2)."""
+
+
 def eval_seed(i: int) -> int:
     """The i-th held-out evaluation seed (disjoint from every training seed)."""
     return EVAL_SEED_OFFSET + int(i)

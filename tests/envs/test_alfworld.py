@@ -1,13 +1,17 @@
-"""ALFWorld adapter (issue #3): the parts that need no ALFWorld data, and the missing-data error."""
+"""ALFWorld adapter: the missing-package/data errors (exit 2), and the adapter run end to end
+on a tiny hand-made data folder in ALFWorld's layout (tests/envs/data/alfworld)."""
 from __future__ import annotations
 
 import json
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
-from arena.envs import eval_seed, make
+from arena.cli import main
+from arena.envs import EnvUnavailableError, check_available, eval_seed, make
+from arena.envs import alfworld as alfworld_module
 from arena.envs.alfworld import (AlfworldEnv, AlfworldUnavailableError, extract_task,
                                  find_game_files, format_admissible_actions, task_type)
 from arena.envs.textworld_episode import NO_OP_FEEDBACK, TextWorldEpisode
@@ -136,3 +140,106 @@ def test_shared_episode_on_alfworld_style_game():
     assert [s[1] for s in steps] == [0.0, 0.0, 10.0] and [s[2] for s in steps] == [False, False, True]
     assert steps[1][0] == NO_OP_FEEDBACK and steps[1][3]["admissible"] is False
     assert steps[2][0] == "You put the cloth 1 in/on the countertop 1." and steps[2][3]["won"] is True
+
+
+TINY_DATA = Path(__file__).parent / "data" / "alfworld"
+TRAIN_GAMES = ["look_at_obj_in_light-Book-None-DeskLamp-2", "pick_and_place_simple-Cloth-None-CounterTop-1"]
+
+
+class ScriptedAlfredGame:
+    """Test double of ALFWorld's textworld env for a hand-made game (its scripted_game.json):
+    the intro, then the walkthrough's commands in order; admissible = help, look, inventory and
+    the next walkthrough command; the last command wins."""
+
+    def __init__(self, game_path: str):
+        self.script = json.loads((Path(game_path).parent / "scripted_game.json").read_text())
+        self.done_steps = 0
+
+    def remaining(self) -> list[str]:
+        return [s["command"] for s in self.script["walkthrough"][self.done_steps:]]
+
+    def _state(self, feedback: str) -> FakeState:
+        won = not self.remaining()
+        return FakeState(feedback, won=won, lost=False,
+                         admissible_commands=["help", "inventory", "look", *self.remaining()[:1]])
+
+    def reset(self):
+        self.done_steps = 0
+        return self._state(self.script["intro"])
+
+    def step(self, command):
+        if command in self.remaining()[:1]:
+            feedback = self.script["walkthrough"][self.done_steps]["feedback"]
+            self.done_steps += 1
+        else:
+            feedback = "Nothing happens."
+        state = self._state(feedback)
+        return state, float(state["won"]), state["won"]
+
+
+@pytest.fixture
+def tiny_alfworld(monkeypatch):
+    """ALFWORLD_DATA -> the tiny folder; a stand-in `alfworld` module; scripted games."""
+    monkeypatch.setitem(sys.modules, "alfworld", types.ModuleType("alfworld"))
+    monkeypatch.setenv("ALFWORLD_DATA", str(TINY_DATA))
+    monkeypatch.setattr(alfworld_module, "_start_env", ScriptedAlfredGame)
+    monkeypatch.setattr(alfworld_module, "_replan", lambda tw_env: tw_env.remaining())
+    return TINY_DATA
+
+
+def test_tiny_data_layout_is_found_through_alfworld_data(tiny_alfworld):
+    """Of the five train games, ALFWorld skips three (movable, unsolvable, no initial state)."""
+    env = AlfworldEnv()
+    assert env.data_dir == tiny_alfworld
+    assert [p.parts[-3] for p in env.games["train"]] == TRAIN_GAMES  # sorted by path
+    assert [p.parts[-3] for p in env.games["eval"]] == ["pick_clean_then_place_in_recep-Cloth-None-Cabinet-4"]
+    unseen = AlfworldEnv(eval_split="eval_out_of_distribution")
+    assert [p.parts[-3] for p in unseen.games["eval"]] == ["pick_heat_then_place_in_recep-Egg-None-Fridge-5"]
+    check_available("alfworld")  # no error: package and data are there
+
+
+def test_expert_plays_every_tiny_game(tiny_alfworld):
+    """Seeds 0, 1 -> the two train games, eval_seed(0) -> the valid_seen game; the expert wins
+    each in len(walkthrough) turns (4, 4, 6) with return 10 = 10 * won on the last turn."""
+    env = make("alfworld")
+    expected = {0: ("look_at_obj_in_light", "look at book under the desklamp.", 4),
+                1: ("pick_and_place", "put a cloth in countertop.", 4),
+                eval_seed(0): ("pick_clean_then_place_in_recep", "put a clean cloth in cabinet.", 6)}
+    for seed, (kind, task, n_turns) in expected.items():
+        obs, info = env.reset(seed)
+        assert info["task_type"] == kind and info["task"] == task and obs.endswith("Your task is to: " + task)
+        rewards, done = [], False
+        while not done:
+            _, reward, done, info = env.step(env.expert_action())
+            rewards.append(reward)
+        assert rewards == [0.0] * (n_turns - 1) + [10.0] and info["won"]
+
+
+def test_no_op_and_cutoff_on_a_tiny_game(tiny_alfworld):
+    """max_turns=2 on train game 1: 'dance' is a no-op ('Nothing happens.', r=0), then the first
+    walkthrough command (r=0) ends the episode by the cutoff, not won."""
+    env = AlfworldEnv(max_turns=2)
+    env.reset(1)
+    obs, reward, done, info = env.step("dance")
+    assert (obs, reward, done, info["admissible"]) == (NO_OP_FEEDBACK, 0.0, False, False)
+    obs, reward, done, info = env.step("go to drawer 1")
+    assert obs.startswith("You arrive at drawer 1") and (reward, done, info["won"], info["truncated"]) == (0.0, True, False, True)
+
+
+def test_cli_check_runs_on_the_tiny_data(tiny_alfworld, capsys):
+    assert main(["envs", "check", "env=alfworld", "n=2"]) == 0
+    assert "alfworld: expert success 1.000 over 2 seeds" in capsys.readouterr().out
+
+
+def test_cli_exits_2_when_alfworld_is_missing(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "alfworld", types.ModuleType("alfworld"))
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    assert main(["envs", "check", "env=alfworld", "n=1"]) == 2
+    assert "ALFWORLD_DATA is not set" in capsys.readouterr().err
+    monkeypatch.setenv("ALFWORLD_DATA", "/nonexistent/alfworld")
+    with pytest.raises(EnvUnavailableError, match="no ALFWorld data at /nonexistent/alfworld"):
+        check_available("alfworld")
+    monkeypatch.setitem(sys.modules, "alfworld", None)  # the package itself is missing
+    assert main(["envs", "play", "env=alfworld"]) == 2
+    assert "pip install 'arena[alfworld]'" in capsys.readouterr().err
+    check_available("shop")  # environments without optional parts are always available
