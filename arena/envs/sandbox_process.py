@@ -166,7 +166,10 @@ def _execute(plan: Plan, code: str, *, timeout: float, memory_mb: int = 512,
         if host_dir is not None:
             shutil.rmtree(host_dir, ignore_errors=True)
         if uid is not None and plan.drop_uid == "pool" and not plan.namespace_cmd:
-            remove_sysv_ipc_of_uid(uid)  # plain mode has no IPC namespace to drop them
+            # plain mode has no private IPC namespace or tmpfs to drop them with (with Landlock
+            # and seccomp the code cannot make them in the first place)
+            remove_sysv_ipc_of_uid(uid)
+            remove_temp_files_of_uid(uid)
         if uid_lock is not None:
             uid_lock.close()
 
@@ -201,6 +204,25 @@ def _child_config(plan: Plan, code_path: str, host_dir: str, uid: Optional[int],
             "RLIMIT_CORE": [0, 0],
         },
     }
+
+
+def remove_temp_files_of_uid(uid: int) -> None:
+    """Remove what a pool uid left at the top of the shared temp dirs (/tmp, /dev/shm, ...)."""
+    for parent in PRIVATE_TMP_DIRS:
+        try:
+            entries = list(os.scandir(parent))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def sysv_ipc_of_uid(uid: int) -> dict[str, list[int]]:

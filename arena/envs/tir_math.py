@@ -1,8 +1,9 @@
 """Tool-integrated reasoning (TIR) math: the agent may run Python before it answers.
 
 Actions (after projection; the prefix is case-insensitive):
-- `python: CODE` runs CODE in the sandbox (arena.envs.sandbox); its stdout, or the error,
-  truncated, is the next observation; reward 0.
+- `python: CODE` runs CODE in the sandbox (arena.envs.sandbox, mode `sandbox_mode`: auto,
+  namespaces or plain; docs/sandbox.md, Modes); its stdout, or the error, truncated, is the
+  next observation; reward 0.
 - `answer: VALUE` ends the episode: reward 1 and won if VALUE equals the gold answer, else 0.
 - anything else is a no-op turn with a short error observation.
 The episode is cut after `max_turns` steps. Answers are compared exactly first (integers,
@@ -113,6 +114,8 @@ class TirMathEnv:
             raise ValueError(f"unknown level {level!r}; valid: {', '.join(LEVELS)}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if sandbox_mode not in sandbox.MODES:
+            raise ValueError(f"unknown sandbox_mode {sandbox_mode!r}; valid: {', '.join(sandbox.MODES)}")
         self.level, self.max_turns = level, int(max_turns)
         self.problems = load_problems(problems_path) if problems_path else None
         self.sandbox_timeout, self.sandbox_mode = float(sandbox_timeout), sandbox_mode

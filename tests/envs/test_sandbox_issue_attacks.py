@@ -70,6 +70,20 @@ def test_sysv_shared_memory_neither_outlives_the_call_nor_exceeds_the_memory_lim
     assert "found -1" in second.stdout and "LEFTOVER" not in second.stdout
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_files_in_shared_temp_dirs_neither_outlive_the_call_nor_reach_the_host(mode):
+    token = uuid.uuid4().hex
+    paths = [f"/tmp/arena-leftover-{token}", f"/dev/shm/arena-leftover-{token}",
+             f"/var/tmp/arena-leftover-{token}"]
+    writes = "\n".join(f"try: open({p!r}, 'w').write('x')\nexcept OSError as e: print(e)" for p in paths)
+    first = sandbox.run_code(writes, mode=mode)
+    assert first.returncode == 0, first.stderr
+    # namespaces: the writes landed in the call's private tmpfs; plain: Landlock refused them
+    assert not any(os.path.exists(p) for p in paths)
+    second = sandbox.run_code(f"import os; print([os.path.exists(p) for p in {paths!r}])", mode=mode)
+    assert second.stdout == "[False, False, False]\n"
+
+
 def test_ipc_namespace_is_private():
     if "ipc" not in sandbox.isolation()["namespaces"]:
         pytest.skip("no namespaces on this machine: the plain mode refuses SysV IPC via seccomp")
@@ -262,6 +276,11 @@ def test_timed_out_probe_never_pins_a_mode(monkeypatch):
     assert "auto" not in sandbox._PLANS
     monkeypatch.setattr(sandbox, "_execute", real_execute)
     assert sandbox.mode_in_force("auto").startswith(("namespaces", "user-namespaces"))
+
+
+def test_tir_math_refuses_an_unknown_sandbox_mode():
+    with pytest.raises(ValueError, match="sandbox_mode 'docker'; valid: auto, namespaces, plain"):
+        TirMathEnv(sandbox_mode="docker")
 
 
 def test_mode_in_force_is_what_an_env_records():
