@@ -25,8 +25,9 @@ def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
     ]
     if importlib.util.find_spec("vllm") is None:  # backend=verl: what is missing, before anything launches
         missing = "backend=verl cannot run here; missing: vllm"
-        cases += [(["train", "backend=verl", f"out={tmp_path / 'run'}"], missing),
-                  (["sweep", "dimension=aggregation", "backend=verl", f"results_dir={tmp_path}"], missing)]
+        cases += [(["train", "backend=verl", "rollout.name=vllm", f"out={tmp_path / 'run'}"], missing),
+                  (["sweep", "dimension=aggregation", "backend=verl", "rollout.name=vllm", f"results_dir={tmp_path}"],
+                   missing)]
     for argv, fragment in cases:
         assert main(argv) == 2, argv
         assert fragment in capsys.readouterr().err, argv

@@ -111,14 +111,15 @@ def validate(cfg: DictConfig) -> None:
 def check_trainable(cfg: DictConfig) -> None:
     """BadConfig unless cfg.backend can run training here (CLI exit 2 before anything launches).
 
-    backend=verl needs verl, ray and vllm importable (`pip install 'arena[gpu]'`); its GPU is
-    checked when the run starts (a sweep's driver may be a GPU-less login node)."""
+    backend=verl needs verl, ray and the engine of `rollout.name` importable (none for "arena";
+    vllm for "vllm": `pip install 'arena[gpu]'`); its GPU is checked when the run starts (a
+    sweep's driver may be a GPU-less login node)."""
     if cfg.backend not in TRAINABLE_BACKENDS:
         raise BadConfig(f"backend={cfg.backend} cannot train; valid for train and sweep: {', '.join(TRAINABLE_BACKENDS)}")
     if cfg.backend == "verl":
         from arena.backends.verl.launch import describe_missing, missing_packages
 
-        missing = missing_packages()
+        missing = missing_packages(cfg)  # verl, ray and cfg.rollout.name's engine
         if missing:
             raise BadConfig(describe_missing(missing))
 

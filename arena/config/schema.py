@@ -18,6 +18,7 @@ CHOICES = {
     "model.tokenizer": ("word", "bpe", "wordlevel"),
     "model.prompt_template": ("minimal", "compact", "full"),
     "search.mode": ("first", "best", "tpe"),
+    "rollout.name": ("arena", "vllm", "sglang", "trtllm"),
 }
 # Backends whose runs `arena train` / `arena sweep` can launch (verl also needs its packages:
 # `check_trainable`, and a GPU at run time: arena.backends.verl.main).
@@ -105,6 +106,13 @@ class WandbConfig:
 
 
 @dataclass
+class RolloutConfig:
+    # backend=verl's rollout engine (verl's `actor_rollout_ref.rollout.name`): "arena" (arena's
+    # KV-cache sampler, CPU or CUDA, no extra package) or verl's vllm | sglang | trtllm (GPU).
+    name: str = "arena"
+
+
+@dataclass
 class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     po: PoConfig = field(default_factory=PoConfig)
@@ -114,6 +122,7 @@ class RunConfig:
     stability: StabilityConfig = field(default_factory=StabilityConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     backend: str = "embedded"  # embedded | verl
     device: str = "cpu"
     budget: str = "default"

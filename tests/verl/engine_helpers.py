@@ -6,7 +6,9 @@ What stops verl's FSDP engine on a CPU-only torch, and what is done about it her
    so `get_device_name()` is "cuda" and `create_device_mesh` (verl/workers/engine/fsdp/
    utils.py:48) calls `init_device_mesh("cuda", ...)`, which fails inside torch with
    `AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'`.
-   Fix: verl's own plugin hook `platform_manager.set_platform` with `CPUPlatform` below.
+   Fix: verl's own plugin hook `platform_manager.set_platform` with the package's
+   `arena.backends.verl.cpu_platform.CPUPlatform` (a `device=cpu` run selects it through
+   $VERL_PLATFORM in every process instead).
 2. `EngineRegistry` has the FSDP engine only under device "cuda"/"npu"
    (transformer_impl.py:1143), so the test builds `FSDPEngineWithLMHead` itself.
 3. strategy "fsdp" (FSDP1) wraps with `sync_module_states=True` and `device_id=get_device_id()`
@@ -29,79 +31,14 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 from verl.plugin.platform import platform_manager
-from verl.plugin.platform.platform_base import PlatformBase
 
-
-class CPUPlatform(PlatformBase):
-    """verl platform for a CPU-only process: device "cpu", collectives over gloo."""
-
-    device_name = "cpu"
-    vendor_name = "cpu"
-    device_module = torch.cpu
-
-    def is_available(self) -> bool:
-        return True
-
-    def current_device(self) -> str:
-        return "cpu"  # used as `.to(get_device_id())`
-
-    def device_count(self) -> int:
-        return 1
-
-    def set_device(self, device_index) -> None:
-        pass
-
-    def synchronize(self, device_index=None) -> None:
-        pass
-
-    def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        pass
-
-    def empty_cache(self) -> None:
-        pass
-
-    def get_device_capability(self, device_index: int = 0):
-        return None, None
-
-    def communication_backend_name(self) -> str:
-        return "gloo"
-
-    def visible_devices_envvar(self) -> str:
-        return "CUDA_VISIBLE_DEVICES"
-
-    @contextmanager
-    def nvtx_range(self, msg: str):
-        yield
-
-    def profiler_start(self) -> None:
-        pass
-
-    def profiler_stop(self) -> None:
-        pass
-
-    def ray_resource_name(self) -> str:
-        return "CPU"
-
-    def ray_noset_envvars(self) -> list[str]:
-        return []
-
-    def is_ipc_supported(self) -> bool:
-        return False
-
-    def cudart(self):
-        return None
+from arena.backends.verl import cpu_platform
 
 
 def use_cpu_platform(monkeypatch) -> None:
-    """Make verl's platform singleton a CPUPlatform for this test; restored afterwards."""
+    """Make verl's platform singleton arena's CPUPlatform for this test; restored afterwards."""
     monkeypatch.setattr(platform_manager, "_current_platform", platform_manager._current_platform)
-    platform_manager.set_platform(CPUPlatform())
+    cpu_platform.use_cpu_platform()
 
 
 def _free_port() -> int:

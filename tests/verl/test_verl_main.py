@@ -9,12 +9,13 @@ import json
 import os
 
 import pytest
+from omegaconf import OmegaConf
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
 
 from arena.backends.verl import launch, main  # noqa: E402
-from arena.backends.verl.run_folder import VerlRunWriter  # noqa: E402
+from arena.backends.verl.run_folder import VerlRunWriter, arena_trainer_kwargs  # noqa: E402
 from arena.cli import main as cli_main  # noqa: E402
 from arena.config import cell_id, load_config  # noqa: E402
 from arena.runs import RunFolder  # noqa: E402
@@ -23,21 +24,45 @@ NO_VLLM = importlib.util.find_spec("vllm") is None
 
 
 def _cfg(out, *extra):
+    """A GPU run (device=cuda, rollout.name=vllm) unless `extra` says otherwise."""
     return load_config(["backend=verl", f"out={out}", "steps=3", "seed=1", "name=sw", "arm=grpo",
-                        "model.path=/models/qwen", *extra])
+                        "model.path=/models/qwen", "device=cuda", "rollout.name=vllm", *extra])
 
 
 @pytest.mark.skipif(not NO_VLLM, reason="vllm is installed here")
-def test_cli_train_exits_2_naming_vllm_and_creates_nothing(tmp_path, capsys):
-    assert cli_main(["train", "backend=verl", f"out={tmp_path / 'run'}"]) == 2
+def test_cli_train_with_vllm_rollout_exits_2_naming_the_arena_rollout_and_creates_nothing(tmp_path, capsys):
+    assert cli_main(["train", "backend=verl", "rollout.name=vllm", f"out={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
-    assert "backend=verl cannot run here; missing: vllm (verl's rollout engine)" in err
-    assert "pip install 'arena[gpu]'" in err
+    assert "backend=verl cannot run here; missing: vllm (verl's vLLM rollout engine, for rollout.name=vllm)" in err
+    assert "use rollout.name=arena" in err and "pip install 'arena[gpu]'" in err
     assert not (tmp_path / "run").exists()
 
 
+def test_cli_rejects_an_unknown_rollout_name_listing_the_valid_ones(capsys):
+    assert cli_main(["train", "backend=verl", "rollout.name=hf"]) == 2
+    assert "rollout.name 'hf'; valid: arena, vllm, sglang, trtllm" in capsys.readouterr().err
+
+
+def test_the_arena_rollout_needs_only_verl_and_ray(monkeypatch):
+    # rollout.name=arena (the default) asks for no rollout engine package; vllm does
+    found = {"verl", "ray"}
+    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: object() if name in found else None)
+    assert launch.missing_packages(load_config(["backend=verl"])) == []
+    assert launch.missing_packages(load_config(["backend=verl", "rollout.name=vllm"])) == [
+        "vllm (verl's vLLM rollout engine, for rollout.name=vllm)"]
+    # a CPU run with a GPU engine: missing a CPU-capable engine, and the message says which
+    missing = launch.missing_for_training(load_config(["backend=verl", "device=cpu", "rollout.name=sglang"]))
+    assert missing[-1] == "a rollout engine that runs on the CPU (rollout.name=sglang needs a GPU)"
+    assert "use rollout.name=arena" in launch.describe_missing(missing)
+    # while arena's rollout module is absent, rollout.name=arena says so instead of starting Ray
+    monkeypatch.setattr(launch, "ARENA_ROLLOUT_MODULE", "arena.backends.verl.no_such_module")
+    missing = launch.missing_for_training(load_config(["backend=verl", "device=cpu"]))
+    assert missing == ["arena's rollout for verl (arena.backends.verl.no_such_module is not built yet; "
+                       "docs/verl.md, Status); rollout.name=vllm runs on a GPU machine"]
+
+
 def test_run_training_without_gpu_exits_2_and_records_why_in_an_existing_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "missing_packages", lambda: [])
+    monkeypatch.setattr(launch, "missing_packages", lambda cfg=None: [])
     monkeypatch.setattr("arena.backends.verl.ray_head.visible_gpu_count", lambda: 0)
     monkeypatch.delenv("ARENA_VERL_GPUS_PER_NODE", raising=False)
     logged = []
@@ -52,7 +77,9 @@ def test_run_training_without_gpu_exits_2_and_records_why_in_an_existing_folder(
 def ready(monkeypatch):
     """Packages and GPUs 'present' (2 nodes x 4 GPUs, as the multi-node script says), an existing
     Ray cluster named by RAY_ADDRESS (so no head is started), and a fake run_ppo."""
-    monkeypatch.setattr(launch, "missing_packages", lambda: [])
+    monkeypatch.setattr(launch, "missing_packages", lambda cfg=None: [])
+    # rollout.name=arena's module "present" (an existing module stands in while it is not built)
+    monkeypatch.setattr(launch, "ARENA_ROLLOUT_MODULE", "arena.backends.verl.cpu_platform")
     monkeypatch.setenv("ARENA_VERL_GPUS_PER_NODE", "4")
     monkeypatch.setenv("ARENA_VERL_NNODES", "2")
     monkeypatch.setenv("RAY_ADDRESS", "head-node:1")
@@ -95,6 +122,8 @@ def test_run_training_writes_config_first_then_summary_last(tmp_path, ready):
     assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == cell_id(cfg)
     assert env.WANDB_RESUME == "allow" and env.ARENA_RUN_DIR == str(out)
     assert config.actor_rollout_ref.model.path == "/models/qwen"
+    assert config.actor_rollout_ref.rollout.name == "vllm" and config.trainer.device == "cuda"
+    assert "VERL_PLATFORM" not in env  # a GPU run keeps verl's own platform detection
     # verl's dataset files exist before run_ppo is called (tests/verl/test_dataset.py reads them)
     data_dir = out / "verl_data"
     assert (config.data.train_files, config.data.val_files) == (str(data_dir / "train.parquet"),
@@ -184,7 +213,7 @@ def test_resume_through_the_trainer_writes_each_step_once(tmp_path, ready, monke
 
     def fake(config):  # verl's TaskRunner: the trainer subclass with arena's kwargs, then fit()
         trainer = ArenaRayPPOTrainer.__new__(ArenaRayPPOTrainer)
-        kw = main.arena_trainer_kwargs(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR)
+        kw = arena_trainer_kwargs(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR)
         trainer.run_writer, trainer.config_yaml, trainer._pending = kw["run_writer"], kw["config_yaml"], None
         trainer.total_training_steps = 3
         trainer.fit()
@@ -204,13 +233,66 @@ def test_trainer_kwargs_come_from_the_run_folders_config(tmp_path, ready):
     cfg = _cfg(out, "po.method=gigpo_ds", "seed=5")
     ready(lambda config: None)
     assert main.run_training(cfg, log=lambda *_: None) == 0
-    kw = main.arena_trainer_kwargs(out)
+    kw = arena_trainer_kwargs(out)
     po = resolve_po(cfg)
     assert (kw["filtering"], kw["seed"]) == ("dynamic", 5)
     assert kw["filter_hp"] == po.member_hp("filtering") and set(kw["filter_hp"]) >= {"filter_key", "max_gen_batches"}
     assert kw["advantage_hp"] == po.member_hp("advantage") and "gamma" in kw["advantage_hp"]
     assert kw["config_yaml"] == (out / "config.yaml").read_text()
     assert kw["run_writer"].cell_id == cell_id(cfg) and kw["run_writer"].total_steps == 3
+
+
+def test_cpu_run_gets_the_cpu_platform_and_verl_settings_everywhere(tmp_path, ready, monkeypatch):
+    # device=cpu (rollout.name=arena by default): verl's config gets cpu_platform.cpu_overrides(),
+    # and this process and every Ray worker get VERL_PLATFORM=cpu plus the module that registers it
+    from arena.backends.verl.cpu_platform import CPU_ENV, cpu_overrides
+
+    for key in CPU_ENV:
+        monkeypatch.delenv(key, raising=False)  # restored (absent) after the test
+    seen = {}
+    ready(lambda config: seen.update(config=config, env={k: os.environ.get(k) for k in CPU_ENV}))
+    out = tmp_path / "run"
+    cfg = load_config(["backend=verl", f"out={out}", "steps=3", "model.path=/models/qwen", "device=cpu"])
+    assert main.run_training(cfg, log=lambda *_: None) == 0
+    config = seen["config"]
+    for key, value in cpu_overrides().items():
+        assert OmegaConf.select(config, key) == value, key
+    assert config.actor_rollout_ref.rollout.name == "arena" and config.trainer.n_gpus_per_node == 1
+    assert dict(config.ray_kwargs.ray_init.runtime_env.env_vars).items() >= CPU_ENV.items()
+    assert seen["env"] == CPU_ENV  # the driver process too, before run_ppo imports verl's workers
+
+
+def test_cpu_platform_is_registered_and_chosen_by_verl_platform(monkeypatch):
+    # verl's own lookup: $VERL_PLATFORM=cpu -> PlatformRegistry["cpu"] -> arena's CPUPlatform,
+    # whose device is "cpu" and whose collectives use gloo; it is never auto-detected
+    from verl.plugin.platform import platform_manager
+
+    from arena.backends.verl.cpu_platform import CPU_ENV, CPUPlatform
+
+    monkeypatch.setenv("VERL_PLATFORM", CPU_ENV["VERL_PLATFORM"])
+    name = platform_manager._detect_platform_name()
+    platform = platform_manager._create_platform(name)
+    assert isinstance(platform, CPUPlatform) and platform.device_name == "cpu"
+    assert platform.communication_backend_name() == "gloo" and platform.ray_resource_name() == "CPU"
+    assert not platform.is_platform_available(use_smi_check=True)
+    assert CPU_ENV["VERL_USE_EXTERNAL_MODULES"] == "arena.backends.verl.cpu_platform"
+
+
+@pytest.mark.slow
+def test_a_fresh_process_with_the_cpu_env_runs_verl_on_the_cpu():
+    # ~10 s on the shared 2-core box (importing verl): `import verl` reads CPU_ENV, imports the
+    # plugin module and resolves its device to "cpu" with no other help
+    import subprocess
+    import sys
+
+    from arena.backends.verl.cpu_platform import CPU_ENV
+
+    code = ("import verl; from verl.utils.device import get_device_name, get_nccl_backend; "
+            "print(get_device_name(), get_nccl_backend())")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1"},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["cpu", "gloo"]
 
 
 def test_checkpoint_step_without_a_checkpoint_is_minus_one(tmp_path):

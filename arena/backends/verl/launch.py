@@ -1,7 +1,9 @@
 """What a verl run needs on the machine, and the multi-node SLURM script (issue #7 item 5).
 
-- `missing_packages()` / `missing_for_training()`: what is absent here, as readable items; the
-  CLI turns a non-empty list into exit 2 before anything launches.
+- `missing_packages(cfg)` / `missing_for_training(cfg)`: what is absent here for this run's
+  `rollout.name` and `device`, as readable items; the CLI turns a non-empty list into exit 2
+  before anything launches, naming `rollout.name=arena` / `device=cpu` as the way to run here
+  when a GPU engine or a GPU is what is missing.
 - `render_sbatch(...)`: `templates/ray_on_slurm.sbatch` with the job's values filled in;
   `write_sbatch(cfg, dest, nodes=N)` saves the run config beside the rendered script. The
   script's driver runs `python -m arena.backends.verl.main <config.yaml>`.
@@ -21,18 +23,41 @@ from typing import Any, Mapping, Optional
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "ray_on_slurm.sbatch"
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-# package -> why a verl run needs it
+# package -> why every verl run needs it
 REQUIRED_PACKAGES = {
     "verl": "the trainer, 0.9.1",
     "ray": "verl's process manager",
-    "vllm": "verl's rollout engine",
+}
+# rollout.name -> (module it imports, package hint); "arena" needs nothing beyond arena itself
+ROLLOUT_ENGINES = {
+    "arena": None,
+    "vllm": ("vllm", "verl's vLLM rollout engine"),
+    "sglang": ("sglang", "verl's SGLang rollout engine"),
+    "trtllm": ("tensorrt_llm", "verl's TensorRT-LLM rollout engine"),
 }
 INSTALL_HINT = "pip install 'arena[gpu]'"
+ARENA_ROLLOUT_MODULE = "arena.backends.verl.arena_rollout"  # registers rollout.name=arena in verl
+RUN_HERE_HINT = "rollout.name=arena (arena's own rollout: no vLLM, runs on CPU and CUDA)"
 
 
-def missing_packages() -> list[str]:
-    """Required packages that are not importable here (checked without importing them)."""
-    return [f"{name} ({why})" for name, why in REQUIRED_PACKAGES.items() if importlib.util.find_spec(name) is None]
+def rollout_name(cfg=None) -> str:
+    """The run's rollout engine: cfg.rollout.name ("arena" when cfg is None or has no such key)."""
+    from omegaconf import OmegaConf
+
+    return "arena" if cfg is None else str(OmegaConf.select(cfg, "rollout.name", default="arena"))
+
+
+def missing_packages(cfg=None) -> list[str]:
+    """Required packages that are not importable here (checked without importing them): verl,
+    ray, and the module of the run's rollout engine (none for rollout.name=arena)."""
+    needed = dict(REQUIRED_PACKAGES)
+    name = rollout_name(cfg)
+    if name not in ROLLOUT_ENGINES:
+        return [f"a known rollout engine (rollout.name={name}; valid: {', '.join(ROLLOUT_ENGINES)})"]
+    if ROLLOUT_ENGINES[name] is not None:
+        module, why = ROLLOUT_ENGINES[name]
+        needed[module] = f"{why}, for rollout.name={name}"
+    return [f"{module} ({why})" for module, why in needed.items() if importlib.util.find_spec(module) is None]
 
 
 def gpus_per_node() -> int:
@@ -50,16 +75,34 @@ def node_count() -> int:
     return int(os.environ.get("ARENA_VERL_NNODES") or 1)
 
 
-def missing_for_training() -> list[str]:
-    """`missing_packages()` plus a CUDA GPU (verl's FSDP workers and vLLM need one)."""
-    missing = missing_packages()
-    if gpus_per_node() == 0:
-        missing.append("a CUDA GPU (torch.cuda.is_available() is False and ARENA_VERL_GPUS_PER_NODE is unset)")
+def uses_gpu(cfg=None) -> bool:
+    """True unless the run is `device=cpu` (then verl runs on the CPU: `cpu_platform`)."""
+    from omegaconf import OmegaConf
+
+    return cfg is None or str(OmegaConf.select(cfg, "device", default="cuda")) != "cpu"
+
+
+def missing_for_training(cfg=None) -> list[str]:
+    """`missing_packages(cfg)` plus a CUDA GPU unless device=cpu, and a CPU-capable rollout
+    engine (rollout.name=arena) when device=cpu."""
+    missing = missing_packages(cfg)
+    if uses_gpu(cfg) and gpus_per_node() == 0:
+        missing.append("a CUDA GPU (torch.cuda.is_available() is False and ARENA_VERL_GPUS_PER_NODE is unset); "
+                       "device=cpu runs verl on the CPU")
+    if not uses_gpu(cfg) and rollout_name(cfg) != "arena":
+        missing.append(f"a rollout engine that runs on the CPU (rollout.name={rollout_name(cfg)} needs a GPU)")
+    if rollout_name(cfg) == "arena" and importlib.util.find_spec(ARENA_ROLLOUT_MODULE) is None:
+        missing.append(f"arena's rollout for verl ({ARENA_ROLLOUT_MODULE} is not built yet; docs/verl.md, "
+                       "Status); rollout.name=vllm runs on a GPU machine")
     return missing
 
 
-def describe_missing(missing: list[str]) -> str:
-    return f"backend=verl cannot run here; missing: {'; '.join(missing)}. Install with {INSTALL_HINT} on a GPU machine."
+def describe_missing(missing: list[str], cfg=None) -> str:
+    """The exit-2 message: what is missing, and the ways out (rollout.name=arena, unless the
+    run already uses it; installing verl's GPU extra on a GPU machine)."""
+    here = f"To run on this machine use {RUN_HERE_HINT}. " if cfg is None or rollout_name(cfg) != "arena" else ""
+    return (f"backend=verl cannot run here; missing: {'; '.join(missing)}. {here}"
+            f"For verl's GPU engines: {INSTALL_HINT} on a GPU machine.")
 
 
 def render_sbatch(*, config_path: Path, nodes: int, settings: Mapping[str, Any], log_dir: Path,

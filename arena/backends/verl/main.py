@@ -16,8 +16,12 @@ and agent_loop.yaml (the "arena_agent" settings); the verl config points at them
 (`data.train_files`, `data.val_files`, `rollout.agent.agent_loop_config_path`).
 
 The trainer subclass gets the run folder as $ARENA_RUN_DIR (and as the parent of
-`trainer.default_local_dir`); `arena_trainer_kwargs` builds its run writer and arena settings
-from config.yaml there. Its fit() appends metrics rows and writes summary.json; if it returned
+`trainer.default_local_dir`); `run_folder.arena_trainer_kwargs` builds its run writer and arena
+settings from config.yaml there.
+
+Device and rollout engine: `rollout.name` becomes verl's `actor_rollout_ref.rollout.name`;
+`device=cpu` adds `cpu_platform.cpu_overrides()` to verl's config and `cpu_platform.CPU_ENV` to
+the environment of this process and of every Ray worker (docs/verl.md, CPU runs). Its fit() appends metrics rows and writes summary.json; if it returned
 without one, run_training writes it from metrics.jsonl.
 """
 from __future__ import annotations
@@ -28,7 +32,7 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
@@ -43,18 +47,25 @@ def run_dir(cfg) -> Path:
 
 
 def runtime_overrides(cfg, run: RunFolder) -> dict:
-    """verl keys known only at run time: the run's node and GPU counts, its folder, its W&B name."""
+    """verl keys known only at run time: the run's node and GPU counts, its folder, its W&B
+    name, its rollout engine, and the CPU settings when device=cpu."""
     from arena.runs.wandb_log import wandb_init_kwargs
 
-    from .launch import gpus_per_node, node_count
+    from .launch import gpus_per_node, node_count, rollout_name, uses_gpu
 
-    return {
+    out = {
         "trainer.use_v1": False,  # ArenaRayPPOTrainer extends RayPPOTrainer (verl's v0 loop)
         "trainer.nnodes": node_count(),
         "trainer.n_gpus_per_node": gpus_per_node(),
         "trainer.default_local_dir": str(run.ckpt),
         "trainer.experiment_name": wandb_init_kwargs(cfg, cell_id(cfg), run.path)["name"],
+        "actor_rollout_ref.rollout.name": rollout_name(cfg),
     }
+    if not uses_gpu(cfg):
+        from .cpu_platform import cpu_overrides
+
+        out.update(cpu_overrides())
+    return out
 
 
 def worker_env(cfg, run: RunFolder) -> dict[str, str]:
@@ -69,7 +80,19 @@ def worker_env(cfg, run: RunFolder) -> dict[str, str]:
            "WANDB_MODE": mode, "ARENA_RUN_DIR": str(run.path)}
     if kw["entity"]:
         env["WANDB_ENTITY"] = str(kw["entity"])
+    env.update(platform_env(cfg))
     return env
+
+
+def platform_env(cfg) -> dict[str, str]:
+    """The env vars that select verl's platform: `cpu_platform.CPU_ENV` when device=cpu."""
+    from .launch import uses_gpu
+
+    if uses_gpu(cfg):
+        return {}
+    from .cpu_platform import CPU_ENV
+
+    return dict(CPU_ENV)
 
 
 def checkpoint_step(ckpt_dir: Path) -> int:
@@ -79,28 +102,10 @@ def checkpoint_step(ckpt_dir: Path) -> int:
     return int(tracker.read_text().strip()) if tracker.exists() else -1
 
 
-def arena_trainer_kwargs(run_path) -> dict:
-    """ArenaRayPPOTrainer's arena arguments, from the run folder's config.yaml (written first by
-    run_training; read in verl's TaskRunner actor, which gets only the verl config)."""
-    from omegaconf import OmegaConf
-
-    from arena.config import resolve_po
-
-    from .run_folder import VerlRunWriter
-
-    run = RunFolder(run_path)
-    config_yaml = run.config_file.read_text()
-    cfg = OmegaConf.create(config_yaml)
-    po = resolve_po(cfg)
-    writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
-                           n_eval=cfg.eval.n, cell_id=cell_id(cfg))
-    return {"run_writer": writer, "config_yaml": config_yaml, "filtering": po.filtering,
-            "filter_hp": po.member_hp("filtering"), "advantage_hp": po.member_hp("advantage"), "seed": int(cfg.seed)}
-
-
 @contextmanager
-def ray_cluster(run: RunFolder, log=print) -> Iterator[str]:
-    """$RAY_ADDRESS when set; else a private head for this job (stopped on exit)."""
+def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None) -> Iterator[str]:
+    """$RAY_ADDRESS when set; else a private head for this job (stopped on exit) with `num_gpus`
+    GPUs (default: the GPUs this node sees)."""
     import ray
 
     if os.environ.get("RAY_ADDRESS"):
@@ -110,7 +115,8 @@ def ray_cluster(run: RunFolder, log=print) -> Iterator[str]:
     from .ray_head import RayHead, ray_temp_dir
 
     cpus = int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1)
-    with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus_per_node()) as head:
+    gpus = gpus_per_node() if num_gpus is None else num_gpus
+    with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus) as head:
         log(f"[train] Ray head {head.address}, temp dir {head.temp_dir}")
         os.environ["RAY_ADDRESS"] = head.address
         try:
@@ -135,7 +141,7 @@ def _cannot_start(run: RunFolder, message: str, log) -> int:
 def run_training(cfg, log=print) -> int:
     from omegaconf import OmegaConf, open_dict
 
-    from .launch import describe_missing, missing_for_training
+    from .launch import describe_missing, missing_for_training, uses_gpu
 
     run = RunFolder(run_dir(cfg))
     try:
@@ -145,9 +151,9 @@ def run_training(cfg, log=print) -> int:
     if run.done:
         log(f"[train] already done: {run.summary_file}")
         return EXIT_OK
-    missing = missing_for_training()
+    missing = missing_for_training(cfg)
     if missing:
-        return _cannot_start(run, describe_missing(missing), log)
+        return _cannot_start(run, describe_missing(missing, cfg), log)
     from .dataset import dataset_overrides, write_dataset
     from .run_folder import VerlRunWriter
     from .verl_config import build_verl_config
@@ -169,7 +175,8 @@ def run_training(cfg, log=print) -> int:
 
         from .task_runner import RemoteArenaTaskRunner
 
-        with ray_cluster(run, log=log):
+        os.environ.update(platform_env(cfg))  # this process too (verl reads them on import)
+        with ray_cluster(run, log=log, num_gpus=None if uses_gpu(cfg) else 0):
             run_ppo(verl_cfg, task_runner_class=RemoteArenaTaskRunner)
         summary = run.summary() or writer.finish()  # the trainer's fit() writes it; else here
     except Exception:

@@ -104,3 +104,20 @@ class VerlRunWriter:
         )
         self.folder.write_summary(summary)
         return summary
+
+
+def arena_trainer_kwargs(run_path) -> dict:
+    """ArenaRayPPOTrainer's arena arguments, from the run folder's config.yaml (written first by
+    main.run_training; read in verl's TaskRunner actor, which gets only the verl config)."""
+    from omegaconf import OmegaConf
+
+    from arena.config import cell_id, resolve_po
+
+    run = RunFolder(run_path)
+    config_yaml = run.config_file.read_text()
+    cfg = OmegaConf.create(config_yaml)
+    po = resolve_po(cfg)
+    writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
+                           n_eval=cfg.eval.n, cell_id=cell_id(cfg))
+    return {"run_writer": writer, "config_yaml": config_yaml, "filtering": po.filtering,
+            "filter_hp": po.member_hp("filtering"), "advantage_hp": po.member_hp("advantage"), "seed": int(cfg.seed)}

@@ -4,7 +4,7 @@ verl 0.9.1's `TaskRunner.run` hard-codes `RayPPOTrainer`; this runner is the sam
 (worker roles, resource pools, tokenizer, datasets, `init_workers`, `fit`) with
 `arena.backends.verl.trainer.ArenaRayPPOTrainer`, given arena's own settings (run writer,
 filtering, advantage hyperparameters, seed) from the run folder's config.yaml, found through
-$ARENA_RUN_DIR (main.arena_trainer_kwargs). It runs as a Ray actor, which is verl's
+$ARENA_RUN_DIR (run_folder.arena_trainer_kwargs). It runs as a Ray actor, which is verl's
 "driver" process: advantages are computed there, so arena's estimators and loss are registered
 in it first. Datasets come from verl's `create_rl_dataset` (`data.custom_cls` selects a dataset
 class from the config). Imports verl and ray: import this module only where they are installed.
@@ -28,7 +28,7 @@ class ArenaTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
 
         from . import register
-        from .main import arena_trainer_kwargs
+        from .run_folder import arena_trainer_kwargs
         from .trainer import ArenaRayPPOTrainer
 
         register()
