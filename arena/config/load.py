@@ -99,12 +99,20 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
 
 def validate(cfg: DictConfig) -> None:
     """The checks after composition (also run on configs edited in place, e.g. a sweep's arm
-    overrides applied to a composed base): every CHOICES key holds a valid value, and po.*
-    resolves against the registries. BadConfig names the valid choices."""
+    overrides applied to a composed base): every CHOICES key holds a valid value, numeric keys
+    are in range, env.kwargs are the environment's, and po.* resolves against the registries.
+    BadConfig names the valid choices."""
+    from .ranges import RangeError, check_env_kwargs, check_ranges
+
     for key, valid in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in valid:
             raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
+    try:
+        check_ranges(cfg)  # steps=-3, save_freq=0, ... (ranges.py)
+        check_env_kwargs(cfg)  # a typo inside env.kwargs
+    except RangeError as exc:
+        raise BadConfig(str(exc)) from exc
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
 
 

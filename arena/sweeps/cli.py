@@ -31,13 +31,20 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
 
 def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: Optional[Callable] = None,
                log: Callable = print, arms: Optional[list] = None) -> int:
-    """`arena sweep dimension=NAME [env=...] [seeds=...] [launcher=...] [fail_fast=true] key=value...`"""
+    """`arena sweep dimension=NAME [env=...] [seeds=...] [launcher=...] [fail_fast=true] [dry_run=true] key=value...`
+    (`--dry-run` is dry_run=true: print the plan, write and launch nothing)."""
     from .sweep import build_plan, execute
 
+    args = ["dry_run=true" if a == "--dry-run" else a for a in args]
     try:
         plan, options = build_plan(list(args), arms=arms)
     except ValueError as exc:
         return _bad("sweep", exc)
+    if options.dry_run:
+        from .dry_run import print_plan
+
+        print_plan(plan, options, log=log)
+        return EXIT_OK
     log(f"[sweep] {plan.name}: {len(plan.cells)} cells ({len(plan.arms)} arms x {len(plan.envs)} envs x "
         f"{len(plan.seeds)} seeds) -> {plan.sweep_dir}")
     outcome = execute(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
@@ -70,6 +77,8 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
 
 def status_main(args: list[str], log: Callable = print) -> int:
     """`arena status name=NAME [results_dir=...]`: the sweep's state from disk alone."""
+    from arena.runs.layout import check_name
+
     from .status import status_lines
 
     opts = {}
@@ -81,6 +90,7 @@ def status_main(args: list[str], log: Callable = print) -> int:
     if "name" not in opts:
         return _bad("status", ValueError("arena status needs name=SWEEP; valid keys: name, results_dir"))
     try:
+        check_name("name", opts["name"])  # a folder under results_dir/sweeps, never a path
         lines = status_lines(opts.get("results_dir", "results"), opts["name"])
     except ValueError as exc:
         return _bad("status", exc)

@@ -36,39 +36,81 @@ def grid_path(dimension: str) -> Path:
 
 def load_grid(dimension: str | None = None, path: str | Path | None = None) -> list[dict[str, Any]]:
     """The arms of a grid (by dimension name, or from a file); each arm keeps its `name`."""
+    return load_grid_located(dimension, path)[0]
+
+
+def load_grid_located(dimension: str | None = None, path: str | Path | None = None) -> tuple[list[dict], list[str]]:
+    """(arms, where each arm is written: "<file>:<line>"). ValueError naming the file and line
+    for a file that is not YAML, not a mapping with a non-empty `arms:` list, or whose arms
+    lack a safe unique name."""
     source = Path(path).expanduser().resolve() if path else grid_path(dimension)
     if not source.is_file():
-        raise ValueError(f"grid file {str(source)!r} does not exist")
-    data = yaml.safe_load(source.read_text()) or {}
-    return validate_arms(data.get("arms"), source=str(source))
+        raise ValueError(f"grid={str(source)!r}: no such file; valid: a YAML file with 'arms:', or dimension= one of "
+                         f"{', '.join(available_dimensions())}")
+    text = source.read_text()
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else str(source)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{where}: not valid YAML ({problem}); a grid is a mapping like 'arms: [{{name: a, "
+                         f"po.method: grpo}}]'") from exc
+    if not isinstance(data, dict):
+        line = node.start_mark.line + 1 if node is not None else 1
+        raise ValueError(f"{source}:{line}: a grid must be a mapping with an 'arms:' list, got a "
+                         f"{type(data).__name__}; valid: 'arms: [{{name: a, po.method: grpo}}, ...]'")
+    lines = _arm_lines(node)
+    arms = validate_arms(data.get("arms"), source=str(source), lines=lines)
+    return arms, [f"{source}:{lines[i]}" if i < len(lines) else str(source) for i in range(len(arms))]
 
 
-def validate_arms(arms: Any, *, source: str = "grid") -> list[dict[str, Any]]:
+def _arm_lines(node) -> list[int]:
+    """1-based line of each item of the top-level `arms:` list (from yaml.compose's marks)."""
+    for key, value in getattr(node, "value", []) if isinstance(node, yaml.MappingNode) else []:
+        if key.value == "arms" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def validate_arms(arms: Any, *, source: str = "grid", lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Arms with safe (path-part), unique string names; ValueError naming source:line."""
+    from arena.runs.layout import check_name
+
     if not isinstance(arms, list) or not arms:
         raise ValueError(f"{source}: expected a non-empty list under 'arms:'")
-    seen = set()
-    for arm in arms:
+    seen: dict[str, str] = {}
+    for i, arm in enumerate(arms):
+        where = f"{source}:{lines[i]}" if lines and i < len(lines) else f"{source}: arm {i + 1}"
         if not isinstance(arm, dict) or not isinstance(arm.get("name"), str):
-            raise ValueError(f"{source}: every arm needs a string 'name', got {arm!r}")
+            raise ValueError(f"{where}: every arm needs a string 'name', got {arm!r}")
+        try:
+            check_name("name", arm["name"])  # arm names are folder names (search/<arm>/...)
+        except ValueError as exc:
+            raise ValueError(f"{where}: arm {exc}") from None
         if arm["name"] in seen:
-            raise ValueError(f"{source}: duplicate arm name {arm['name']!r}")
-        seen.add(arm["name"])
+            raise ValueError(f"{where}: duplicate arm name {arm['name']!r} (first at {seen[arm['name']]}); "
+                             "valid: a name used once per grid")
+        seen[arm["name"]] = where
     return [dict(a) for a in arms]
 
 
 def parse_seeds(value: Any) -> list[int]:
-    """`3` -> [0, 1, 2]; `[0, 5, 9]` -> [0, 5, 9] (order kept, duplicates rejected)."""
+    """`3` -> [0, 1, 2]; `[0, 5, 9]` -> [0, 5, 9] (order kept; duplicates and negatives rejected)."""
     if isinstance(value, bool):
         raise ValueError(f"seeds must be a count N (seeds 0..N-1) or a list like [0,5,9]; got {value!r}")
     if isinstance(value, int):
         if value < 1:
             raise ValueError(f"seeds=N needs N >= 1; got {value}")
         return list(range(value))
-    if isinstance(value, (list, tuple)) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+    if isinstance(value, (list, tuple)) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                          for s in value):
         if len(set(value)) != len(value):
             raise ValueError(f"seeds has duplicates: {list(value)}")
         return list(value)
-    raise ValueError(f"seeds must be a count N (seeds 0..N-1) or a list like [0,5,9]; got {value!r}")
+    raise ValueError(f"seeds must be a count N >= 1 (seeds 0..N-1) or a list of integers >= 0 like [0,5,9]; "
+                     f"got {value!r}")
 
 
 def parse_envs(value: Any) -> list[str]:

@@ -53,6 +53,7 @@ class SweepPlan:
     seeds: list[int]
     common: list[str]  # run overrides given to every cell (budget=, steps=, results_dir=, ...)
     cells: list[Cell] = field(default_factory=list)
+    arm_sources: list[str] = field(default_factory=list)  # "<grid file>:<line>" of each arm, when from a file
 
     @property
     def manifest_file(self) -> Path:
@@ -108,10 +109,14 @@ def expand(plan: SweepPlan) -> list[Cell]:
     cells = []
     for env in plan.envs:  # the run overrides on their own, so a bad one is named even if an arm overrides it
         base_config(plan.common, {}, env)
-    for arm in plan.arms:
+    for i, arm in enumerate(plan.arms):
         overrides = arm_overrides(arm)
         for env in plan.envs:
-            base = base_config(plan.common, overrides, env)
+            try:
+                base = base_config(plan.common, overrides, env)
+            except ValueError as exc:  # name the arm, and where the grid file defines it
+                where = plan.arm_sources[i] if i < len(plan.arms) and i < len(plan.arm_sources) else "grid"
+                raise ValueError(f"{where}: arm {arm['name']!r}: {exc}") from exc
             for seed in plan.seeds:
                 cells.append(make_cell(base, arm=arm["name"], env=env, seed=seed, role=REPORT, overrides=overrides,
                                        sweep_dir=plan.sweep_dir, name=plan.name))

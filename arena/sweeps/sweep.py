@@ -9,11 +9,12 @@ from typing import Callable, Optional
 
 import yaml
 
-from .grids import load_grid, parse_envs, parse_seeds
+from .grids import available_dimensions, load_grid_located, parse_envs, parse_seeds
 from .plan import SweepPlan, expand
 
 # Keys the sweep consumes itself; everything else is a run override passed to every cell.
-SWEEP_KEYS = ("dimension", "grid", "env", "seeds", "launcher", "fail_fast", "name", "timeout_min", "progress_s")
+SWEEP_KEYS = ("dimension", "grid", "env", "seeds", "launcher", "fail_fast", "name", "timeout_min", "progress_s",
+              "dry_run")
 RUN_ENV_DEFAULT = "sokoban"
 
 
@@ -23,6 +24,7 @@ class SweepOptions:
     fail_fast: bool = False
     timeout_min: Optional[int] = None
     progress_s: float = 30.0
+    dry_run: bool = False  # print the plan (dry_run.py), write and launch nothing
 
 
 def split_args(args: list[str]) -> tuple[dict, list[str]]:
@@ -33,7 +35,11 @@ def split_args(args: list[str]) -> tuple[dict, list[str]]:
             raise ValueError(f"expected key=value, got {arg!r} (e.g. dimension=is_clipping seeds=3)")
         key, _, raw = arg.partition("=")
         if key in SWEEP_KEYS:
-            sweep[key] = yaml.safe_load(raw) if raw else ""
+            try:
+                sweep[key] = yaml.safe_load(raw) if raw else ""
+            except yaml.YAMLError as exc:
+                raise ValueError(f"{key}={raw!r} is not a valid value ({str(exc).splitlines()[0]}); "
+                                 f"e.g. seeds=3 or seeds=[0,5,9]") from exc
         else:
             run.append(arg)
     return sweep, run
@@ -49,39 +55,66 @@ def _results_dir(run: list[str]) -> Path:
     return Path(dirs[-1] if dirs else "results").resolve()
 
 
+def _dimension(sweep: dict, arms: Optional[list]) -> str:
+    """The sweep's dimension: dimension= (a shipped or $ARENA_GRIDS grid), else grid=PATH's stem."""
+    if "dimension" in sweep:
+        value = sweep["dimension"]
+        if arms is None and "grid" not in sweep and (not isinstance(value, str) or not value):
+            raise ValueError(f"dimension={value!r} is empty or not a name; valid: {', '.join(available_dimensions())}")
+        if value not in (None, ""):
+            return str(value)
+    if sweep.get("grid") in (None, ""):
+        raise ValueError("arena sweep needs dimension=NAME (or grid=PATH); valid dimensions: "
+                         + ", ".join(available_dimensions()))
+    return Path(str(sweep["grid"])).stem
+
+
+def _options(sweep: dict, launcher: str) -> SweepOptions:
+    """timeout_min (null or an integer >= 1), progress_s (> 0), fail_fast and dry_run (booleans)."""
+    flags = {}
+    for key in ("fail_fast", "dry_run"):
+        flags[key] = sweep.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise ValueError(f"{key}={flags[key]!r}: valid: true or false")
+    timeout = sweep.get("timeout_min")
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1):
+        raise ValueError(f"timeout_min={timeout!r}: valid: an integer >= 1 (minutes per cell), or unset")
+    progress = sweep.get("progress_s", 30.0)
+    if not isinstance(progress, (int, float)) or isinstance(progress, bool) or progress <= 0:
+        raise ValueError(f"progress_s={progress!r}: valid: a number of seconds > 0")
+    return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress), **flags)
+
+
 def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
-    """Everything a sweep needs, fully validated; raises ValueError listing valid choices.
+    """Everything a sweep needs, fully validated; raises ValueError naming the key (and the grid
+    file and line) with the valid choices, before anything is written or launched.
     `arms` replaces the grid (used by `arena search`, whose `dimension` names the sweep)."""
+    from arena.runs.layout import check_name, sweep_dir
+
     from .launchers import launcher_names
 
     sweep, run = split_args(args)
-    if arms is not None:
-        sweep.setdefault("grid", None)
-    elif "dimension" not in sweep and "grid" not in sweep:
-        raise ValueError("arena sweep needs dimension=NAME (or grid=PATH); valid dimensions: "
-                         + ", ".join(__import__("arena.sweeps.grids", fromlist=["x"]).available_dimensions()))
-    dimension = str(sweep.get("dimension") or Path(str(sweep["grid"])).stem)
+    dimension = _dimension(sweep, arms)
+    sources: list[str] = []
     if arms is None:
-        arms = load_grid(dimension if "grid" not in sweep else None, path=sweep.get("grid"))
+        arms, sources = load_grid_located(dimension if "grid" not in sweep else None, path=sweep.get("grid"))
     launcher = str(sweep.get("launcher", "local"))
     if launcher not in launcher_names():
         raise ValueError(f"unknown launcher {launcher!r}; valid: {', '.join(launcher_names())}")
+    options = _options(sweep, launcher)
     results_dir = _results_dir(run)
     run = [a for a in run if not a.startswith("results_dir=")] + [f"results_dir={results_dir}"]
-    name = str(sweep.get("name") or f"{dimension}-{_budget(run)}")
-    plan = SweepPlan(name=name, dimension=dimension, sweep_dir=results_dir / "sweeps" / name, arms=arms,
+    plan = SweepPlan(name="", dimension=dimension, sweep_dir=results_dir, arms=arms,
                      envs=parse_envs(sweep.get("env", RUN_ENV_DEFAULT)), seeds=parse_seeds(sweep.get("seeds", 3)),
-                     common=run)
+                     common=run, arm_sources=sources)
+    # the name is a folder under results_dir: a safe name (no "..", no "/") or exit 2
+    name = check_name("name", sweep.get("name") or f"{dimension}-{_budget(run)}")
+    plan.name, plan.sweep_dir = name, sweep_dir(results_dir, name)
     plan.cells = expand(plan)  # validates every cell via load_config
     if plan.cells[0].cfg.search.enabled:
         from .search import validate_search
 
         validate_search(plan)
-    fail_fast = sweep.get("fail_fast", False)
-    if not isinstance(fail_fast, bool):
-        raise ValueError(f"fail_fast must be true or false; got {fail_fast!r}")
-    options = SweepOptions(launcher=launcher, fail_fast=fail_fast, timeout_min=sweep.get("timeout_min"),
-                           progress_s=float(sweep.get("progress_s", 30.0)))
     return plan, options
 
 

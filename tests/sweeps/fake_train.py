@@ -43,6 +43,7 @@ def train(cfg) -> int:
     hp = resolve_po(cfg).hp
     unstable_eps = [float(x) for x in os.environ.get("FAKE_UNSTABLE_EPS", "").split(",") if x]
     unstable = hp.get("eps_high") in unstable_eps
+    run.reset_metrics(None)  # no checkpoint: start the rows over, as the trainers do on a rerun
     run.append_metrics({"step": 1, "eval/success_rate": 0.5})
     # score = 0.5 + eps_high (when set), so "best" prefers a larger eps_high among stable points
     score = 0.5 + float(hp.get("eps_high", 0.0))

@@ -1,0 +1,89 @@
+"""Range checks on numeric keys and the environment's kwargs, run after composition by
+`arena.config.load.validate`, so `steps=-3` or `env.kwargs.dimm=7` exits 2 before any launch,
+BC or write (docs/design.md, CLI grammar). Each message names the key and what is valid."""
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+INT_AT_LEAST_1 = ("steps", "save_freq", "test_freq", "group_size", "batch_envs", "ppo_epochs", "ppo_num_mini_batches",
+                  "micro_batch_size", "eval.n", "bc.demos", "bc.batch_size", "bc.eval_n",
+                  "stability.min_points", "search.trials", "env.max_new_tokens", "model.vocab_size",
+                  "model.max_positions")
+INT_AT_LEAST_0 = ("seed", "model.init_seed", "env.history_length", "bc.steps")  # bc.steps=0: no BC
+OPTIONAL_INT_AT_LEAST_1 = ("ppo_mini_batch_size", "model.hidden", "model.layers", "model.heads", "model.kv_heads",
+                           "model.intermediate")
+FLOAT_ABOVE_0 = ("lr", "grad_clip", "bc.lr")
+FLOAT_AT_LEAST_0 = ("kl_coef", "temperature", "eval.temperature", "stability.theta", "env.penalty_coef")
+FLOAT_IN_0_1 = ("top_p", "eval.top_p")  # 0 < p <= 1
+
+
+class RangeError(ValueError):
+    """A numeric key outside its valid range."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def range_problem(key: str, value: Any) -> Optional[str]:
+    """Why `value` is not valid for `key` (a message naming both and the valid range), or None."""
+    if key in INT_AT_LEAST_1 and not (_is_int(value) and value >= 1):
+        return f"{key}={value!r} is out of range; valid: an integer >= 1"
+    if key in INT_AT_LEAST_0 and not (_is_int(value) and value >= 0):
+        return f"{key}={value!r} is out of range; valid: an integer >= 0"
+    if key in OPTIONAL_INT_AT_LEAST_1 and value is not None and not (_is_int(value) and value >= 1):
+        return f"{key}={value!r} is out of range; valid: null or an integer >= 1"
+    if key in FLOAT_ABOVE_0 and not (_is_number(value) and value > 0):
+        return f"{key}={value!r} is out of range; valid: a number > 0"
+    if key in FLOAT_AT_LEAST_0 and not (_is_number(value) and value >= 0):
+        return f"{key}={value!r} is out of range; valid: a number >= 0"
+    if key in FLOAT_IN_0_1 and not (_is_number(value) and 0 < value <= 1):
+        return f"{key}={value!r} is out of range; valid: a number in (0, 1]"
+    return None
+
+
+def check_ranges(cfg: DictConfig) -> None:
+    for key in INT_AT_LEAST_1 + INT_AT_LEAST_0 + OPTIONAL_INT_AT_LEAST_1 + FLOAT_ABOVE_0 + FLOAT_AT_LEAST_0 + FLOAT_IN_0_1:
+        problem = range_problem(key, OmegaConf.select(cfg, key, default=None))
+        if problem:
+            raise RangeError(problem)
+    seeds = OmegaConf.select(cfg, "search.seeds", default=None)
+    if seeds is not None and not all(_is_int(s) and s >= 0 for s in seeds):
+        raise RangeError(f"search.seeds={list(seeds)!r} is out of range; valid: a list of integers >= 0")
+
+
+@functools.lru_cache(maxsize=None)
+def env_kwarg_names(env: str) -> Optional[tuple[str, ...]]:
+    """The keyword arguments the environment's constructor takes, or None when it takes any
+    (**kwargs) or can't be imported here (an optional extra): then the constructor checks."""
+    from arena.envs import ENVS
+
+    if env not in ENVS:
+        return None
+    module, factory = ENVS[env].split(":")
+    try:
+        params = inspect.signature(getattr(importlib.import_module(module), factory)).parameters.values()
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return tuple(p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+
+
+def check_env_kwargs(cfg: DictConfig) -> None:
+    names = env_kwarg_names(str(cfg.env.name))
+    if names is None:
+        return
+    unknown = sorted(set(cfg.env.kwargs) - set(names))
+    if unknown:
+        raise RangeError(f"unknown env.kwargs key(s) {', '.join(unknown)} for env {cfg.env.name}; "
+                         f"valid: {', '.join(sorted(names))}")
