@@ -1,6 +1,10 @@
 """One evaluation episode -> one result record, cached as `<run>/episodes/<index>.json`
 (docs/eval.md, Run folder). A record is written atomically once its episode is complete, so
-a rerun after a crash skips it: no episode is paid for twice.
+a rerun after a crash skips it: no episode is paid for twice. An episode still in flight
+appends each turn's decision to `<index>.partial.jsonl` as it arrives; a rerun replays those
+decisions (the environment is deterministic given its seed and the actions, and each line
+carries a hash of its prompt to prove it) and asks the API only for the turns after them, so a
+kill loses at most the replies that were in flight at that moment.
 
 The chat loop below plays an episode turn by turn exactly as the training rollout does
 (arena/agent/rollout.py): same prompt (render_prompt with the same history window and
@@ -10,14 +14,17 @@ response comes from `decide(prompt)`, a paradigm (arena/evaluation/debate.py).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional
 
 from arena.agent.projection import extract_action, project
 from arena.agent.prompts import render_prompt, task_from_obs
-from arena.runs import atomic_write_json
+from arena.runs import atomic_write_json, atomic_write_text
 
+from .client import Reply
 from .debate import TurnDecision
 
 EPISODES_DIR = "episodes"
@@ -45,7 +52,53 @@ def write_episode(run_path: Path, record: dict) -> None:
 def new_record(index: int, seed: int) -> dict:
     return {"episode": index, "seed": seed, "won": False, "episode_return": 0.0, "turns": 0,
             "format_valid_turns": 0, "action_valid_turns": 0, "malformed_replies": 0, "requests": 0, "retries": 0,
-            "prompt_tokens": 0, "completion_tokens": 0, "usage_missing": 0, "actions": [], "env_error": None}
+            "prompt_tokens": 0, "completion_tokens": 0, "usage_missing": 0, "actions": [], "env_error": None,
+            "replayed_turns": 0}
+
+
+class TurnLog:
+    """The decisions of one unfinished episode, one JSON line per turn (module docstring)."""
+
+    def __init__(self, run_path: Path, index: int):
+        self.path = Path(run_path) / EPISODES_DIR / f"{index:07d}.partial.jsonl"
+        self.pending: list[dict] = []
+        self.replayed = 0
+        if not self.path.exists():
+            return
+        text = self.path.read_text()
+        for line in text.splitlines():
+            try:
+                self.pending.append(json.loads(line))
+            except json.JSONDecodeError:  # a torn last line from a killed writer
+                break
+        if not text.endswith("\n") or len(self.pending) != len(text.splitlines()):
+            atomic_write_text(self.path, "".join(json.dumps(row) + "\n" for row in self.pending))
+
+    def decide(self, prompt: str, decide: Callable[[str], TurnDecision]) -> TurnDecision:
+        key = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        if self.pending and self.pending[0]["prompt_sha"] == key:
+            row = self.pending.pop(0)
+            self.replayed += 1
+            return TurnDecision(row["text"], [[Reply(**r) for r in rnd] for rnd in row["replies"]], row["chosen_agent"])
+        if self.pending:  # the episode went another way: the rest of the log is stale
+            self.pending = []
+            self._rewrite_kept()
+        decision = decide(prompt)
+        row = {"prompt_sha": key, "text": decision.text, "chosen_agent": decision.chosen_agent,
+               "replies": [[asdict(r) for r in rnd] for rnd in decision.replies]}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+        return decision
+
+    def _rewrite_kept(self) -> None:
+        """Keep only the lines replayed so far (atomically)."""
+        lines = self.path.read_text().splitlines()[: self.replayed]
+        atomic_write_text(self.path, "".join(line + "\n" for line in lines))
+
+    def finish(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def _add_replies(record: dict, decision: TurnDecision) -> None:
@@ -59,9 +112,13 @@ def _add_replies(record: dict, decision: TurnDecision) -> None:
 
 
 def play_chat_episode(env, index: int, seed: int, decide: Callable[[str], TurnDecision], *, history_length: int,
-                      template: str, keep_debate: bool = False) -> dict:
+                      template: str, keep_debate: bool = False, turn_log: Optional[TurnLog] = None) -> dict:
     """Play one episode with a chat policy; return its record (module docstring). An
-    ApiFailure from `decide` propagates: the episode is then not complete and not cached."""
+    ApiFailure from `decide` propagates: the episode is then not complete and not cached.
+    With a turn_log, decisions of an earlier, interrupted attempt are replayed first."""
+    if turn_log is not None:
+        ask = decide
+        decide = lambda prompt: turn_log.decide(prompt, ask)  # noqa: E731
     record = new_record(index, seed)
     if keep_debate:
         record["debate"] = []

@@ -22,7 +22,7 @@ from arena.runs.provenance import provenance
 
 from .client import ApiFailure, ChatClient
 from .debate import debate_turn, sla_turn
-from .episodes import load_cached, play_chat_episode, records_from_batch, success_ci, totals, write_episode
+from .episodes import TurnLog, load_cached, play_chat_episode, records_from_batch, success_ci, totals, write_episode
 from .options import BadEvalInput, EvalOptions, build_options, eval_dir, eval_id, split_args
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -112,9 +112,13 @@ def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending:
         else:
             agents = [agent] * options.agents
             decide = lambda prompt: debate_turn(prompt, agents, options.rounds, options.paradigm)  # noqa: E731
+        turn_log = TurnLog(path, index)
         record = play_chat_episode(local.env, index, eval_seed(index), decide, history_length=cfg.env.history_length,
-                                   template=cfg.model.prompt_template, keep_debate=options.paradigm != "sla")
+                                   template=cfg.model.prompt_template, keep_debate=options.paradigm != "sla",
+                                   turn_log=turn_log)
+        record["replayed_turns"] = turn_log.replayed
         write_episode(path, record)
+        turn_log.finish()
         return record
 
     failures = {}

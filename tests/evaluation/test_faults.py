@@ -1,0 +1,129 @@
+"""`arena eval` against a fault-injecting local server: every episode accounted for, retries
+counted, a rerun pays only for what is missing, and the API key never reaches any output."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from arena.evaluation.episodes import load_cached
+from arena.evaluation.runner import eval_main
+
+from .conftest import ENV_ARGS, FAKE_KEY
+from .servers import FaultServer, running_server
+
+ENV = dict(arg.split("=", 1) for arg in ENV_ARGS)
+# fast retries for tests: waits of at most 0.01 * 2^k s, Retry-After 0.05 s, 0.3 s timeout
+FAST = {"retry.backoff": 0.01, "retry.max": 4, "timeout": 0.3, "max_tokens": 16}
+
+
+def api_args(url: str, out: Path, **extra) -> dict:
+    return {**ENV, **FAST, "policy": "openai", "model": "fake", "base_url": url, "api_key_env": "ARENA_TEST_KEY",
+            "model.prompt_template": "minimal", "out": str(out), **extra}
+
+
+def test_every_episode_accounted_for_under_faults(fake_key, tmp_path):
+    # 5 retryable faults (429, 500, hang, 500, 429) and 2 bad-but-200 replies (malformed, truncated)
+    plan = {2: "429", 5: "500", 7: "hang", 11: "malformed", 13: "truncated", 17: "500", 19: "429"}
+    server = FaultServer(plan, hang_s=0.6)
+    with running_server(server.app()) as url:
+        assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=3), log=lambda *a: None) == 0
+    records = load_cached(tmp_path / "e")
+    summary = json.loads((tmp_path / "e" / "summary.json").read_text())
+    assert sorted(records) == list(range(6)) and summary["n_eval"] == 6
+    # each retryable fault costs exactly one retry; the 200s are never retried
+    assert summary["retries"] == 5 and summary["malformed_replies"] == 1
+    # every attempt the server saw is one request or one retry of some episode
+    assert len(server.log) == summary["requests"] + summary["retries"]
+    # the good reply is format-valid; only the malformed and the truncated turns are not
+    assert sum(r["turns"] - r["format_valid_turns"] for r in records.values()) == 2
+    # usage: 3 completion tokens per billed reply (malformed replies carry no usage)
+    assert summary["completion_tokens"] == 3 * (summary["requests"] - 1)
+    # at most `concurrency` requests were ever in flight
+    assert 1 <= server.max_in_flight <= 3
+
+
+def test_failed_episodes_are_retried_on_rerun_and_done_ones_never_repaid(fake_key, tmp_path):
+    # concurrency 1: requests are sequential; request 9 gets a 400 (never retried), so exactly
+    # one episode fails, after the earlier episodes were cached
+    first = FaultServer({9: "400"})
+    out = tmp_path / "e"
+    with running_server(first.app()) as url:
+        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 1
+        done_first = set(load_cached(out))
+        failed_tag = first.log[8][0]
+        assert len(done_first) == 3 and not (out / "summary.json").exists()
+        error = (out / "error.txt").read_text()
+        assert "1 of 4 episodes failed" in error and "HTTP 400" in error
+        # the rerun (same server, healthy now) plays only the failed episode
+        start = len(first.log)
+        first.plan = {}
+        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
+        rerun_tags = Counter(tag for tag, _ in first.log[start:])
+        assert set(rerun_tags) == {failed_tag}
+        assert sorted(load_cached(out)) == [0, 1, 2, 3] and (out / "summary.json").exists()
+        # a third run finds summary.json and sends nothing
+        start = len(first.log)
+        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
+        assert len(first.log) == start
+
+
+def test_the_key_is_never_written_or_printed(fake_key, tmp_path, capfd):
+    server = FaultServer({3: "500", 4: "malformed"})
+    lines = []
+    with running_server(server.app()) as url:
+        for paradigm in ("sla", "debate"):
+            assert eval_main(api_args(url, tmp_path / paradigm, n=2, paradigm=paradigm, **{"debate.agents": 3}),
+                             log=lambda *a: lines.append(" ".join(map(str, a)))) == 0
+        # a failing run writes error.txt: it must not hold the key either
+        server.plan = {n: "400" for n in range(len(server.log) + 1, len(server.log) + 50)}
+        assert eval_main(api_args(url, tmp_path / "failing", n=1), log=lambda *a: lines.append(" ".join(map(str, a)))) == 1
+    assert server.auth == {f"Bearer {FAKE_KEY}"}  # the key was used...
+    captured = capfd.readouterr()
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "error.txt" for p in files) and any(p.name == "config.yaml" for p in files)
+    for path in files:  # ...and appears in no file, log line or captured output
+        assert FAKE_KEY not in path.read_text(errors="replace"), path
+    assert FAKE_KEY not in "\n".join(lines) + captured.out + captured.err
+    assert not any(p.name.startswith("wandb") for p in tmp_path.rglob("*"))  # eval does not log to W&B
+
+
+def test_an_interrupted_episode_replays_its_paid_turns(tmp_path):
+    """Turn-level cache: an episode that failed at turn 3 resumes there; turns 0-2 are not asked
+    again and the finished record equals an uninterrupted run's."""
+    from arena.envs import eval_seed, make
+    from arena.evaluation.client import ApiFailure, Reply
+    from arena.evaluation.debate import sla_turn
+    from arena.evaluation.episodes import TurnLog, play_chat_episode
+
+    moves = ["left", "up", "right", "down"]
+
+    def scripted(fail_at=None):
+        asked = []
+
+        def agent(prompt):
+            if len(asked) == fail_at:
+                raise ApiFailure("HTTP 500 (gave up after 1 attempts)")
+            asked.append(prompt)
+            return Reply(f"<think>t</think><action>{moves[len(asked) % 4]}</action>", 5, 2, retries=1)
+        return agent, asked
+
+    kw = dict(history_length=1, template="minimal")
+    env = make("sokoban", dim=5, max_turns=8)
+    agent, asked = scripted()
+    reference = play_chat_episode(env, 0, eval_seed(0), lambda p: sla_turn(p, agent), **kw)
+    # first attempt: 3 turns answered, then the 4th request fails
+    agent, asked_1 = scripted(fail_at=3)
+    try:
+        play_chat_episode(env, 0, eval_seed(0), lambda p: sla_turn(p, agent), turn_log=TurnLog(tmp_path, 0), **kw)
+    except ApiFailure:
+        pass
+    assert len(asked_1) == 3 and len(TurnLog(tmp_path, 0).pending) == 3
+    # the rerun's agent continues the same script from turn 3 (a deterministic API)
+    agent, asked_2 = scripted()
+    asked_2.extend(asked_1)  # so its replies continue at position 3
+    log = TurnLog(tmp_path, 0)
+    record = play_chat_episode(env, 0, eval_seed(0), lambda p: sla_turn(p, agent), turn_log=log, **kw)
+    assert log.replayed == 3 and len(asked_2) - 3 == reference["turns"] - 3  # only the later turns were asked
+    assert record == reference  # same actions, outcome, and the paid turns' usage and retries counted once
+
