@@ -1,0 +1,118 @@
+"""Every sandbox mode against the same attack battery (tests/envs/test_sandbox_battery.py),
+run from a "trainer" process that holds a secret in its environment: root with `auto`
+(namespaces + dedicated uid) and `plain`, and user nobody with `auto` (user namespaces) and
+`plain`. Each attack must be held wherever the layers the mode reports are meant to hold it
+(`expected_to_hold`); the table printed with `-s` is the one in docs/sandbox.md, Modes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from arena.envs import sandbox
+from tests.envs.test_sandbox_battery import ATTACKS, host_state, read_battery, verdicts
+
+REPO = Path(__file__).resolve().parents[2]
+# (trainer user, requested mode, layers left out to measure the mode without them)
+CASES = [("root", "auto", ()), ("root", "plain", ()), ("nobody", "auto", ()), ("nobody", "plain", ()),
+         ("root", "auto", ("landlock",)), ("root", "plain", ("landlock", "seccomp")),
+         ("nobody", "auto", ("landlock",)), ("nobody", "plain", ("landlock", "seccomp"))]
+TRAINER = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from tests.envs.test_sandbox_battery import run_battery
+run_battery({mode!r}, json.loads({values!r}), {disable!r})
+"""
+
+
+def expected_to_hold(label: str, attack: str) -> bool:
+    """Which attacks the layers of mode `label` are meant to stop (docs/sandbox.md, Layers)."""
+    ns = label.startswith(("namespaces", "user-namespaces"))  # net, pid, ipc, mount, private /proc
+    uid, landlock, seccomp = "+uid" in label, "+landlock" in label, "+seccomp" in label
+    abi = sandbox.landlock_abi() if landlock else 0
+    rules = {
+        "read_secret_file": uid or landlock, "shell_reads_secret_file": uid or landlock,
+        "write_trainer_dir": uid or landlock, "delete_trainer_file": uid or landlock,
+        "read_parent_environ": uid or ns or landlock,  # Landlock: no ptrace out of the domain
+        "kill_parent": uid or ns or abi >= 6, "kill_everything": uid or ns or abi >= 6,
+        "tcp_localhost": ns or seccomp or abi >= 4, "udp_localhost": ns or seccomp,
+        "sysv_shm_left": ns or seccomp or uid,  # uid: removed after the call
+        "tmp_file_left": ns or landlock or uid, "umount_tmp": ns or landlock or uid,
+    }
+    return rules[attack]
+
+
+def trainer_interpreter(user: str) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("the battery runs trainers as root and as nobody: needs root")
+    if user == "root":
+        return sys.executable
+    for interpreter in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        check = subprocess.run([interpreter, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                                "import arena.envs.sandbox, tests.envs.test_sandbox_battery"],
+                               user=65534, group=65534, extra_groups=[], cwd="/", capture_output=True)
+        if os.path.exists(interpreter) and check.returncode == 0:
+            return interpreter
+    pytest.skip("no python that user nobody can run with this repository importable")
+
+
+@pytest.fixture
+def victim_dir(request):
+    """A dir outside every private tmp dir, owned by the trainer's user: secret.txt (0600)
+    and public.txt (0644)."""
+    parents = [p for p in ("/srv", "/opt", "/var/lib", "/mnt", "/home") if os.access(p, os.W_OK)]
+    if not parents:
+        pytest.skip("no writable dir outside the private tmp dirs")
+    path = tempfile.mkdtemp(prefix="arena-sandbox-victim-", dir=parents[0])
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("user,mode,disable", CASES,
+                         ids=["-".join([u, m, *(f"no_{d}" for d in off)]) for u, m, off in CASES])
+def test_attack_battery(user, mode, disable, victim_dir, capsys):
+    interpreter = trainer_interpreter(user)
+    uid = 0 if user == "root" else 65534
+    token = uuid.uuid4().hex
+    secret, public = os.path.join(victim_dir, "secret.txt"), os.path.join(victim_dir, "public.txt")
+    for path, content, perms in ((secret, token, 0o600), (public, "public", 0o644)):
+        with open(path, "w") as f:
+            f.write(content)
+        os.chmod(path, perms)
+        os.chown(path, uid, uid)
+    os.chmod(victim_dir, 0o755), os.chown(victim_dir, uid, uid)
+    tcp, udp = socket.socket(socket.AF_INET, socket.SOCK_STREAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        tcp.bind(("127.0.0.1", 0)), tcp.listen(4), udp.bind(("127.0.0.1", 0))
+        tcp.settimeout(0.1), udp.settimeout(0.1)
+        values = {"secret": secret, "public": public, "victim": victim_dir, "token": token,
+                  "tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1],
+                  "key": int.from_bytes(os.urandom(3), "little") + 1, "secret_env": "env-" + token}
+        script = TRAINER.format(repo=str(REPO), mode=mode, values=json.dumps(values), disable=disable)
+        proc = subprocess.run([interpreter, "-I", "-S", "-c", script], user=uid, group=uid, extra_groups=[],
+                              cwd="/", capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "WANDB_API_KEY": values["secret_env"]})
+        results = read_battery(proc.stdout)
+        host = host_state(values, tcp, udp, trainer_survived=proc.returncode == 0)
+    finally:
+        tcp.close(), udp.close()
+    assert "mode_in_force" in results, f"the trainer failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    label = results["mode_in_force"]
+    assert not {"landlock", "seccomp"} & set(label.split("+")) & set(disable)
+    got = verdicts(results, values, host)
+    with capsys.disabled():
+        print(f"\n{user}/{mode} -> {label}: " + ", ".join(f"{k}={v}" for k, v in got.items()))
+    if label.startswith("plain") and user != "root" and not disable:
+        assert all(v == "held" for v in got.values())  # the plain mode a non-root user may allow
+    assert set(got) == set(ATTACKS)
+    broken = [a for a, v in got.items() if v == "BROKEN" and expected_to_hold(label, a)]
+    assert broken == [], f"{label}: {broken}"
