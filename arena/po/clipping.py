@@ -78,7 +78,7 @@ def clip_metrics(ratio, adv, mask, *, eps_low: float, eps_high: float) -> Metric
 
 
 def ppo(logp, old_logp, adv, mask, *, eps_low: float = 0.2, eps_high: float = 0.2, clip_c: float = 3.0):
-    """Dual-clip PPO (methods.md §5.1, verl "vanilla").
+    """Dual-clip PPO (docs/methods.md §5.1, verl "vanilla").
 
     L1 = -A r, L2 = -A clip(r, 1-eps_low, 1+eps_high), Lc = max(L1, L2),
     L = min(Lc, -A c) if A < 0 else Lc.
@@ -102,7 +102,7 @@ def ppo(logp, old_logp, adv, mask, *, eps_low: float = 0.2, eps_high: float = 0.
 
 
 def gspo(logp, old_logp, adv, mask, *, eps_low: float = 3e-4, eps_high: float = 4e-4):
-    """GSPO, sequence-level ratio clipping (methods.md §5.2, verl 0.9.1 compute_policy_loss_gspo).
+    """GSPO, sequence-level ratio clipping (docs/methods.md §5.2, verl 0.9.1 compute_policy_loss_gspo).
 
     ls_j = mean_j(d) (no ±20 clamp), s_jt = exp(min(logp_t - sg(logp_t) + sg(ls_j), 10)):
     value s_j = exp(min(ls_j, 10)), gradient s_j grad logp_t (0 where ls_j > 10).
@@ -127,7 +127,7 @@ def gspo(logp, old_logp, adv, mask, *, eps_low: float = 3e-4, eps_high: float = 
 
 
 def cispo(logp, old_logp, adv, mask, *, eps_low: float = 1.0, eps_high: float = 0.2):
-    """CISPO, stop-gradient clipped IS weight (methods.md §5.3).
+    """CISPO, stop-gradient clipped IS weight (docs/methods.md §5.3).
 
     L = -sg(clip(r, 1-eps_low, 1+eps_high)) A logp; gradient -sg(clip(r)) A grad logp on every
     token (no min/max, so no token loses its gradient). Defaults: the authors' 1.0 / 0.2
@@ -153,7 +153,7 @@ def sapo(
     eps_low: float = 0.2,
     eps_high: float = 0.2,
 ):
-    """SAPO, soft gating (methods.md §5.4, the fork's rule).
+    """SAPO, soft gating (docs/methods.md §5.4, the authors' rule).
 
     tau_j = tau_pos if mean_j(A) > 0 else tau_neg (A = 0 gets tau_neg);
     f = (4 / tau_j) sigmoid(tau_j (r - 1)); L = -f A.

@@ -1,4 +1,4 @@
-"""KL-to-reference penalty and token entropy (methods.md §9).
+"""KL-to-reference penalty and token entropy (docs/methods.md §9).
 
 Both return per-token values [B, T]; the composer aggregates them with `aggregation.AGG` over the
 original response mask.

@@ -1,13 +1,13 @@
 """The per-turn batch: the one type that environments, trainers and verl exchange.
 
-Contract: `../shared/spec/decisions.md` §F. One row per turn-sample (one LLM call of one
+Contract: docs/design.md, Per-turn batch. One row per turn-sample (one LLM call of one
 trajectory), N rows. The rollout loop fills the ids, rewards and flags; the backends fill the
 [N, T] tensors (T = padded response length; prompt tensors use their own padded length P).
 
 Conventions fixed here so that every part agrees:
 - `episode_return` and `won` are trajectory-level values repeated on every row of the trajectory.
 - `turn_reward` is the environment reward of that turn only.
-- `score = episode_return - penalty_coef * (1 - action_valid)` (decisions §D), computed once by
+- `score = episode_return - penalty_coef * (1 - action_valid)` (docs/design.md, Testbed recipe), computed once by
   the rollout loop. GiGPO recovers the per-turn penalty as `episode_return - score`.
 - Response tensors are right-padded; `response_mask` is 1 on real response tokens.
 - Prompt tensors are left-padded (the generation convention); `prompt_mask` is 1 on real tokens.
