@@ -88,6 +88,15 @@ class ResolvedPO:
         return out
 
 
+def check_hp(members: Mapping[str, str], hp: Mapping[str, Any]) -> None:
+    """ValueError naming the keys of `hp` that none of `members` ({dimension: name}) takes."""
+    accepted = {k for dim, name in members.items() for k in DIMENSIONS[dim].hyperparameters(name)}
+    bad = sorted(set(hp) - accepted)
+    if bad:
+        chosen = ", ".join(f"{dim}={name}" for dim, name in members.items())
+        raise ValueError(f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}")
+
+
 def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mapping[str, Any]] = None) -> ResolvedPO:
     """Resolve `po.*` (a preset plus overrides) against an environment's `po_defaults`."""
     po = dict(po or {})
@@ -123,13 +132,7 @@ def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mappin
     # 3. explicit overrides
     hp.update(dict(po.get("hp") or {}))
 
-    accepted = {k for d in DIMENSIONS for k in accepts(d)}
-    bad = sorted(set(hp) - accepted)
-    if bad:
-        chosen = ", ".join(f"{d}={members[d]}" for d in DIMENSIONS)
-        raise ValueError(
-            f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}"
-        )
+    check_hp(members, hp)
     return ResolvedPO(
         method=method,
         group=preset.group if method is not None else None,

@@ -33,7 +33,7 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config import PolicyLossConfig
 
 from arena.po.aggregation import VERL_AGG_MODE, AggNorm
-from arena.po.compose import DIMENSIONS, PG_DIMENSIONS, ResolvedPO, policy_loss
+from arena.po.compose import DIMENSIONS, PG_DIMENSIONS, ResolvedPO, check_hp, policy_loss
 
 from .registry import register_once
 
@@ -63,11 +63,7 @@ class ArenaPolicyLossConfig(PolicyLossConfig):
             DIMENSIONS[dim].member(getattr(self, dim))  # unknown <dim> '<name>'; valid: ...
         if self.agg_norm != "global":
             raise ValueError(f"po.agg_norm={self.agg_norm!r} is not supported on verl; valid: global")
-        accepted = {k for dim in PG_DIMENSIONS for k in DIMENSIONS[dim].hyperparameters(getattr(self, dim))}
-        bad = sorted(set(self.hp) - accepted)
-        if bad:
-            chosen = ", ".join(f"{dim}={getattr(self, dim)}" for dim in PG_DIMENSIONS)
-            raise ValueError(f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}")
+        check_hp({dim: getattr(self, dim) for dim in PG_DIMENSIONS}, self.hp)
 
     @classmethod
     def section(cls, po: ResolvedPO) -> dict[str, Any]:
