@@ -17,14 +17,12 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-import torch
-
-from .local_model import LocalModel
-
 DEFAULT_MAX_TOKENS = 256
 
 
-def build_app(local: LocalModel, served_name: str, *, default_max_tokens: int = DEFAULT_MAX_TOKENS):
+def build_app(local, served_name: str, *, default_max_tokens: int = DEFAULT_MAX_TOKENS):
+    """The FastAPI app serving `local` (an arena.evaluation.local_model.LocalModel)."""
+    import torch
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
@@ -97,6 +95,8 @@ def serve_main(args: dict, log=print) -> int:
         print(f"arena serve: {exc}", file=sys.stderr)
         return 2
     import uvicorn
+
+    from .local_model import LocalModel  # torch and transformers: only once the input is valid
 
     path = Path(str(o["model.path"])).resolve()
     local = LocalModel(str(path), device=str(o["device"]))

@@ -1,0 +1,60 @@
+"""`arena eval` / `arena serve` user errors: exit 2 with the key and its valid values named,
+and nothing written."""
+from __future__ import annotations
+
+import pytest
+
+from arena.cli import main
+
+
+@pytest.mark.parametrize("args, message", [
+    (["policy=gpt"], "unknown policy 'gpt'; valid: checkpoint, openai"),
+    (["policy=openai", "model=m", "paradigm=vote"], "unknown paradigm 'vote'; valid: sla, debate, aggressive_debate"),
+    (["policy=openai"], "policy=openai needs model=NAME"),
+    (["policy=openai", "model=m", "base_url=ftp://x"], "base_url='ftp://x'"),
+    (["policy=checkpoint"], "policy=checkpoint needs model.path=DIR"),
+    (["policy=checkpoint", "model.path=/no/such/dir"], "no such checkpoint folder"),
+    (["policy=openai", "model=m", "debate.agents=0", "paradigm=debate"], "debate.agents=0: expected an integer >= 2"),
+    (["policy=openai", "model=m", "concurrency=many"], "concurrency='many': expected an integer >= 1"),
+    (["policy=openai", "model=m", "n=0"], "n=0"),  # checked by the run config (eval.n) or by eval
+    (["policy=openai", "model=m", "env=chess"], "unknown env 'chess'; valid:"),
+    (["policy=openai", "model=m", "no_such_key=1"], "unknown key"),
+    (["policy=openai", "model=m", "api_key_env=ARENA_UNSET_KEY_VAR"], "api_key_env=ARENA_UNSET_KEY_VAR: that environment variable is not set"),
+])
+def test_eval_bad_input_exits_2(args, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ARENA_UNSET_KEY_VAR", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-unused")
+    out = tmp_path / "run"
+    assert main(["eval", *args, f"out={out}"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (out / "summary.json").exists()
+
+
+def test_checkpoint_policy_refuses_debate(tmp_path, capsys):
+    assert main(["eval", "policy=checkpoint", f"model.path={tmp_path}", "paradigm=debate", f"out={tmp_path / 'r'}"]) == 2
+    assert "valid for policy=checkpoint: sla" in capsys.readouterr().err
+
+
+def test_out_holding_another_eval_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("evaluation: {eval_id: abc}\n")
+    args = ["eval", "policy=openai", "model=m", "api_key_env=", f"out={out}"]
+    assert main(args) == 2
+    assert "holds another run (eval_id abc" in capsys.readouterr().err
+    assert (out / "config.yaml").read_text() == "evaluation: {eval_id: abc}\n"  # untouched
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "model.path=None: expected a checkpoint folder"),
+    (["model.path=/no/such"], "expected a checkpoint folder"),
+    (["prot=1"], "unknown key(s) ['prot'] for 'arena serve'; valid: model.path, port"),
+])
+def test_serve_bad_input_exits_2(args, message, capsys):
+    assert main(["serve", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_serve_bad_port(tmp_path, capsys):
+    assert main(["serve", f"model.path={tmp_path}", "port=99999"]) == 2
+    assert "port=99999: expected an integer in 0..65535" in capsys.readouterr().err
