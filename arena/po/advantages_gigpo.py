@@ -79,3 +79,21 @@ def gigpo(
     step_adv = step_advantage(returns, anchor_groups(batch), mode=mode, eps=eps)  # [N]
     # A_j = A^E_j + step_w * A^S_j
     return (episode_adv.to(torch.float64) + step_w * step_adv).to(batch.score.dtype)  # [N]
+
+
+def anchor_repeat_stats(batch: TurnBatch) -> dict[str, float]:
+    """How often GiGPO's step-level groups have more than one member (docs/testbed.md, GiGPO).
+
+    repeat_frac     = #{rows j : |S(j)| >= 2} / N, S(j) = the rows of j's group with j's anchor
+    multi_traj_frac = #{rows j : S(j) spans >= 2 trajectories} / N
+    A row with |S(j)| = 1 gets A^S_j = 0 (step_advantage), so 1 - repeat_frac is the share of
+    rows where GiGPO reduces to GRPO's episode term."""
+    step_group = anchor_groups(batch)  # [N]
+    n = max(1, int(step_group.numel()))
+    size = torch.bincount(step_group)  # [n_groups]
+    trajs: dict[int, set] = {}
+    for s, t in zip(step_group.tolist(), batch.traj_id.tolist()):
+        trajs.setdefault(s, set()).add(t)
+    multi = torch.tensor([len(trajs.get(s, ())) >= 2 for s in range(int(size.numel()))], dtype=torch.bool)  # [n_groups]
+    return {"repeat_frac": float((size[step_group] >= 2).sum()) / n,
+            "multi_traj_frac": float(multi[step_group].sum()) / n}

@@ -120,16 +120,15 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
 
 def bc_configs(cells) -> list:
     """One config per distinct BC checkpoint the cells need (embedded backend, no model.path).
-    The key holds the inputs of arena.backends.embedded.bc.bc_hash (env, model, bc.*), without
-    importing the backend (torch, transformers) into the driver."""
-    from arena.config import to_plain
+    The key is the BC checkpoint's own (arena.backends.embedded.bc_key, torch-free: the driver
+    does not import torch or transformers)."""
+    from arena.backends.embedded.bc_key import bc_hash
 
     seen, out = set(), []
     for cell in cells:
         if cell.cfg.backend != "embedded" or cell.cfg.model.path:
             continue
-        env = cell.cfg.env
-        key = repr((env.name, to_plain(env.kwargs), env.history_length, to_plain(cell.cfg.model), to_plain(cell.cfg.bc)))
+        key = bc_hash(cell.cfg)
         if key not in seen:
             seen.add(key)
             out.append(cell.cfg)

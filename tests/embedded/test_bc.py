@@ -13,10 +13,11 @@ from arena.backends.embedded.tokenizer import build_tokenizer
 from arena.config import load_config
 
 
-def test_bc_hash_covers_env_model_and_bc_only():
+def test_bc_hash_covers_every_bc_input_and_no_rl_key():
     base = load_config([])
-    assert bc_hash(base) == bc_hash(load_config(["po.method=gspo", "lr=0.5", "seed=3", "steps=7"]))
-    for change in ("bc.steps=5", "model.size=small", "env.kwargs.dim=6", "env=tir_math", "model.tokenizer=word"):
+    assert bc_hash(base) == bc_hash(load_config(["po.method=gspo", "lr=0.5", "steps=7", "kl_coef=0.5", "eval.n=8"]))
+    for change in ("bc.steps=5", "model.size=small", "env.kwargs.dim=6", "env=tir_math", "model.tokenizer=word",
+                   "seed=3", "bc.band=[0.2,0.3]", "bc.val_n=64", "env.max_new_tokens=9", "eval.temperature=1.0"):
         assert bc_hash(load_config([change])) != bc_hash(base), change
 
 

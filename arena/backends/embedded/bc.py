@@ -1,15 +1,13 @@
 """Behaviour cloning (`arena bc`, decisions.md §D): SFT on expert demonstrations, loss on the
-response tokens only, checkpoint at `<results_dir>/bc/<hash>/model` (atomic, keyed by env,
-model, tokenizer and bc.* only), with a report `bc.json` (format-valid rate and success on
-evaluation seeds).
+response tokens only, checkpoint at `<results_dir>/bc/<hash>/model` (atomic, keyed by every
+input it depends on: bc_key.py), with a report `bc.json` (format-valid rate and success on
+evaluation seeds, the validation curve when `bc.band` stops it).
 
     L_SFT = - sum_{j,t} m_{j,t} log pi(y_{j,t} | x_j, y_{j,<t}) / sum_{j,t} m_{j,t}
 """
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import random
 import time
 from pathlib import Path
@@ -24,6 +22,8 @@ from arena.config.schema import CHOICES
 from arena.envs import make
 from arena.runs import atomic_write_json
 
+from .bc_key import bc_hash
+from .bc_stop import BandStop
 from .evaluate import evaluate
 from .logprobs import token_logprobs_and_entropy
 from .model import build_model, load_model, save_checkpoint
@@ -34,15 +34,6 @@ THINK = "plan"  # the short think text of every demonstration
 
 def expert_response(action: str) -> str:
     return f"<think>{THINK}</think><action>{action}</action>"
-
-
-def bc_hash(cfg) -> str:
-    key = {
-        "env": {"name": cfg.env.name, "kwargs": to_plain(cfg.env.kwargs), "history_length": cfg.env.history_length},
-        "model": to_plain(cfg.model),
-        "bc": to_plain(cfg.bc),
-    }
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def bc_dir(cfg) -> Path:
@@ -115,8 +106,10 @@ def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> tor
     return -(logp * response_mask).sum() / response_mask.sum()  # scalar
 
 
-def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print) -> list[float]:
-    """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs."""
+def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print,
+        stop: Callable[[int], bool] | None = None) -> list[float]:
+    """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs, for `steps`
+    steps or until `stop(step)` (called after each step) says so."""
     device = next(model.parameters()).device
     p_ids, p_mask, r_ids, r_mask = (t.to(device) for t in _encode(tokenizer, pairs))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -133,6 +126,8 @@ def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed
         losses.append(loss.item())
         if step % max(1, steps // 10) == 0 or step == steps:
             log(f"[bc] step {step}/{steps} loss={loss.item():.4f}")
+        if stop is not None and stop(step):
+            break
     model.eval()
     return losses
 
@@ -175,13 +170,14 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
         model = build_model(len(tokenizer), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
                             intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
+    band = BandStop.from_config(cfg, model, tokenizer, log=log)
     losses = sft(model, tokenizer, pairs, steps=cfg.bc.steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size,
-                 seed=cfg.seed, log=log) if cfg.bc.steps > 0 else []
+                 seed=cfg.seed, log=log, stop=band) if cfg.bc.steps > 0 else []
     ev = evaluate(model, tokenizer, cfg, n=cfg.bc.eval_n)
     save_checkpoint(model, tokenizer, model_dir)
     report = {"demos": len(pairs), "expert_success": expert_success, "final_loss": losses[-1] if losses else None,
-              "eval_success": ev["success_rate"], "eval_format_valid": ev["format_valid_ratio"], "eval_n": ev["n"],
-              "seconds": time.time() - t0}
+              "steps": len(losses), "eval_success": ev["success_rate"], "eval_format_valid": ev["format_valid_ratio"],
+              "eval_n": ev["n"], **(band.report() if band is not None else {}), "seconds": time.time() - t0}
     log(f"[bc] eval success={ev['success_rate']:.3f} format_valid={ev['format_valid_ratio']:.3f} on {ev['n']} held-out seeds")
     return report
 

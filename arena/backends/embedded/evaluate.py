@@ -24,14 +24,18 @@ def _eval_envs(name: str, kwargs: dict, n: int) -> list:
 
 
 @torch.no_grad()
-def evaluate(model, tokenizer, cfg, *, n: int | None = None, temperature: float | None = None) -> dict:
+def evaluate(model, tokenizer, cfg, *, n: int | None = None, temperature: float | None = None,
+             seeds: list[int] | None = None) -> dict:
+    """`seeds` replaces the held-out eval_seed(0..n-1) (BC's validation rooms)."""
     n = cfg.eval.n if n is None else n
+    seeds = [eval_seed(i) for i in range(n)] if seeds is None else list(seeds)
+    n = len(seeds)
     temperature = cfg.eval.temperature if temperature is None else temperature
     model.eval()
     policy = make_policy(model, tokenizer, temperature=temperature, top_p=cfg.eval.top_p,
                          max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed)
     envs = _eval_envs(cfg.env.name, to_plain(cfg.env.kwargs), n)
-    batch, stats = rollout(envs, [eval_seed(i) for i in range(n)], 1, policy,
+    batch, stats = rollout(envs, seeds, 1, policy,
                            penalty_coef=cfg.env.penalty_coef, history_length=cfg.env.history_length,
                            pad_id=tokenizer.pad_token_id, template=cfg.model.prompt_template)
     return {

@@ -26,6 +26,7 @@ from arena.agent.rollout import rollout
 from arena.config import cell_id, resolve_po, to_plain
 from arena.envs import EVAL_SEED_OFFSET, make
 from arena.envs.sandbox import env_isolation
+from arena.po.advantages_gigpo import anchor_repeat_stats
 from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason
@@ -100,7 +101,10 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
         ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size,
         kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
     )
+    anchors = anchor_repeat_stats(batch)  # GiGPO's step groups, logged for every method
     metrics.update({
+        "adv/anchor_repeat_frac": anchors["repeat_frac"],
+        "adv/anchor_multi_traj_frac": anchors["multi_traj_frac"],
         "train/success_rate": fstats["all_success_rate"],
         "rollout/format_valid_ratio": float(batch.format_valid.float().mean()),
         "rollout/action_valid_ratio": float(batch.action_valid.float().mean()),

@@ -19,11 +19,13 @@ from typing import Callable, Optional
 import torch
 
 from arena.po.aggregation import AggNorm
+from arena.po.clipping import count_masked, seq_mask
 from arena.po.compose import ResolvedPO, objective
 from arena.po.types import TurnBatch
 
 # (model, prompt_ids, prompt_mask, response_ids, response_mask) -> (logp [n,T], entropy [n,T])
 LogProbFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+LOW_RATIO_DELTA = 3e-3  # the authors' scripts' sequence-mask delta: the threshold of `actor/low_ratio_neg_seqs`
 
 
 def mini_batch_slices(n_rows: int, *, num_mini_batches: int, mini_batch_size: Optional[int]) -> list[slice]:
@@ -78,10 +80,15 @@ def ppo_update(
                     norm=norm, micro_batches=len(micro),
                 )
                 out.total.backward()
+                # Fig. 4's low-ratio negative-advantage rows, counted for every method (mask on or
+                # off): mean_j(A) < 0 and D_j = mean_j(old - logp) > LOW_RATIO_DELTA (docs/methods.md,
+                # sequence mask), i.e. the rows the authors' sequence mask would drop
+                low_neg = count_masked(mask, seq_mask(logp.detach(), old, adv_tok, mask, LOW_RATIO_DELTA))  # []
+                out.metrics["actor/low_ratio_neg_seqs"] = float(low_neg)
                 # token-weighted average of the micro-batch means -> the mini-batch's masked mean
                 w = float(mask.sum()) / tokens_mb if tokens_mb > 0 else 0.0
                 for k, v in out.metrics.items():
-                    if k == "actor/masked_seqs":
+                    if k in ("actor/masked_seqs", "actor/low_ratio_neg_seqs"):  # counts: summed
                         mb_metrics[k] = mb_metrics.get(k, 0.0) + v
                     else:
                         mb_metrics[k] = mb_metrics.get(k, 0.0) + w * v
