@@ -3,8 +3,9 @@ when arena runs as root, as the caller mapped to root under user namespaces), se
 isolation, drops privileges, then runs the tool code. Standard library only (the interpreter
 has no site-packages). The parent passes this file's source with `-c`, never imports it.
 
-Order: read the code; mount the private tmpfs dirs; cap SysV IPC in the private IPC
-namespace; make the work dir; rlimits; drop to the sandbox uid; PR_SET_NO_NEW_PRIVS;
+Order: read the code; cap SysV IPC in the private IPC namespace; under namespaces, every
+mount read-only, then the private tmpfs dirs and an empty one over the caller's home (unless
+the interpreter lives there); make the work dir; rlimits; drop to the sandbox uid; PR_SET_NO_NEW_PRIVS;
 under user namespaces, a nested user namespace; Landlock (filesystem, TCP, signals, abstract unix sockets); seccomp (plain mode: no inet
 sockets, no SysV IPC); clear the environment; run the code. A layer the parent asked for
 that cannot be applied ends the call with exit status 121 before any tool code runs.
@@ -115,6 +116,16 @@ def seccomp_plain():
         fail("seccomp_load failed")
 
 
+def read_only_mounts(libc):
+    """Every mount of this (private) mount namespace read-only and nosuid: one
+    mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, {attr_set: RDONLY|NOSUID}). The private tmpfs
+    dirs are mounted afterwards, writable; device nodes (/dev/null) stay writable."""
+    # struct mount_attr {u64 attr_set, attr_clr, propagation, userns_fd}
+    attr = struct.pack("=QQQQ", 1 | 2, 0, 0, 0)
+    if libc.syscall(442, -100, b"/", 0x8000, attr, len(attr)) != 0:
+        fail("mount_setattr(/, read-only) failed, errno %d" % ctypes.get_errno())
+
+
 def write_sysctl(path, value):
     with open(path, "w") as f:
         f.write(str(value))
@@ -124,16 +135,21 @@ def main(cfg):
     with open(cfg["code_path"], encoding="utf-8") as f:
         code = f.read()
     libc = ctypes.CDLL(None, use_errno=True)
-    for target in cfg["tmpfs"]:  # MS_NOSUID | MS_NODEV
-        if os.path.isdir(target) and libc.mount(b"tmpfs", target.encode(), b"tmpfs", 2 | 4,
-                                                cfg["tmpfs_options"].encode()) != 0:
-            fail("cannot mount tmpfs on %s, errno %d" % (target, ctypes.get_errno()))
     if cfg["ipc_namespace"]:
         # the private IPC namespace starts with no objects and dies with the call; cap its
         # SysV shared memory at the memory limit: shmall in pages, shmmax in bytes
         memory = cfg["rlimits"]["RLIMIT_AS"][0]
         write_sysctl("/proc/sys/kernel/shmall", memory // os.sysconf("SC_PAGE_SIZE"))
         write_sysctl("/proc/sys/kernel/shmmax", memory)
+    if cfg["read_only_root"]:
+        read_only_mounts(libc)
+    for target in cfg["tmpfs"] + cfg["hidden_dirs"]:  # MS_NOSUID | MS_NODEV
+        if os.path.isdir(target) and libc.mount(b"tmpfs", target.encode(), b"tmpfs", 2 | 4,
+                                                cfg["tmpfs_options"].encode()) != 0:
+            fail("cannot mount tmpfs on %s, errno %d" % (target, ctypes.get_errno()))
+    for hidden in cfg["hidden_dirs"]:  # an empty, read-only dir in place of the caller's home
+        if os.path.isdir(hidden) and libc.mount(None, hidden.encode(), None, 32 | 1 | 2 | 4, None) != 0:
+            fail("cannot make %s read-only, errno %d" % (hidden, ctypes.get_errno()))  # REMOUNT|RDONLY
     work, uid = cfg["work_dir"], cfg["uid"]
     os.makedirs(work, exist_ok=True)
     if uid is not None:

@@ -187,6 +187,8 @@ def _child_config(plan: Plan, code_path: str, host_dir: str, uid: Optional[int],
         "code_path": code_path,
         "work_dir": NS_WORK_DIR if plan.namespace_cmd else host_dir,
         "tmpfs": PRIVATE_TMP_DIRS if plan.namespace_cmd else [],
+        "read_only_root": bool(plan.namespace_cmd),
+        "hidden_dirs": hidden_home(plan) if plan.namespace_cmd else [],
         "tmpfs_options": f"size={tmpfs_mb}m,nr_inodes=4096,mode=1777",
         "ipc_namespace": bool(plan.namespace_cmd),
         "private_proc": bool(plan.namespace_cmd),
@@ -223,6 +225,16 @@ def remove_temp_files_of_uid(uid: int) -> None:
                     os.unlink(entry.path)
             except OSError:
                 pass
+
+
+def hidden_home(plan: Plan) -> list[str]:
+    """The caller's home, to cover with an empty tmpfs (its ~/.netrc, ~/.ssh, wandb and hub
+    tokens), unless the interpreter lives under it (a pyenv python, say) or it is "/"."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    interpreter = os.path.realpath(plan.interpreter)
+    if home == "/" or not os.path.isdir(home) or interpreter.startswith(home + os.sep):
+        return []
+    return [home]
 
 
 def sysv_ipc_of_uid(uid: int) -> dict[str, list[int]]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 
 ATTACKS = {
-    # the trainer's own files: a 0600 secret and a 0644 file in a dir outside every tmp dir
+    # the trainer's own files: its ~/.netrc (0600), and a 0600 secret and a 0644 file in a dir
+    # outside every tmp dir and outside its home
+    "read_home_netrc": "print(open({netrc!r}).read())",
     "read_secret_file": "print(open({secret!r}).read())",
     "shell_reads_secret_file": "import os; os.system('cat {secret}')",
     "write_trainer_dir": "open({victim!r} + '/planted', 'w').write('x')",
@@ -82,6 +84,7 @@ def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
         raise AssertionError(f"the trainer died before the battery reached {missing}")
 
     held = {
+        "read_home_netrc": values["token"] not in text("read_home_netrc"),
         "read_secret_file": values["token"] not in text("read_secret_file"),
         "shell_reads_secret_file": values["token"] not in text("shell_reads_secret_file"),
         "write_trainer_dir": "planted" not in host["victim_files"],

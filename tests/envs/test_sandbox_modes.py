@@ -40,8 +40,9 @@ def expected_to_hold(label: str, attack: str) -> bool:
     uid, landlock, seccomp = "+uid" in label, "+landlock" in label, "+seccomp" in label
     abi = sandbox.landlock_abi() if landlock else 0
     rules = {
+        "read_home_netrc": uid or landlock or ns,  # ns: an empty tmpfs over $HOME
         "read_secret_file": uid or landlock, "shell_reads_secret_file": uid or landlock,
-        "write_trainer_dir": uid or landlock, "delete_trainer_file": uid or landlock,
+        "write_trainer_dir": uid or landlock or ns, "delete_trainer_file": uid or landlock or ns,  # ns: read-only
         "read_parent_environ": uid or ns or landlock,  # Landlock: no ptrace out of the domain
         "kill_parent": uid or ns or abi >= 6, "kill_everything": uid or ns or abi >= 6,
         "tcp_localhost": ns or seccomp or abi >= 4, "udp_localhost": ns or seccomp,
@@ -65,14 +66,23 @@ def trainer_interpreter(user: str) -> str:
     pytest.skip("no python that user nobody can run with this repository importable")
 
 
+def remove_leftovers(values: dict) -> None:
+    """What a broken mode (a layer left out) let the battery leave on the host."""
+    token = values["token"]
+    for path in (f"/tmp/arena-left-{token}", f"/dev/shm/arena-left-{token}", f"/tmp/arena-escaped-{token}"):
+        if os.path.exists(path):
+            os.remove(path)
+    subprocess.run(["ipcrm", "-M", str(values["key"])], capture_output=True, check=False)
+
+
 @pytest.fixture
 def victim_dir(request):
-    """A dir outside every private tmp dir, owned by the trainer's user: secret.txt (0600)
-    and public.txt (0644)."""
+    """A dir outside every private tmp dir (the test makes the trainer's home and files in it)."""
     parents = [p for p in ("/srv", "/opt", "/var/lib", "/mnt", "/home") if os.access(p, os.W_OK)]
     if not parents:
         pytest.skip("no writable dir outside the private tmp dirs")
     path = tempfile.mkdtemp(prefix="arena-sandbox-victim-", dir=parents[0])
+    os.chmod(path, 0o755)  # mkdtemp's 0700 would shield the files from any non-root user
     yield path
     shutil.rmtree(path)
 
@@ -83,28 +93,34 @@ def test_attack_battery(user, mode, disable, victim_dir, capsys):
     interpreter = trainer_interpreter(user)
     uid = 0 if user == "root" else 65534
     token = uuid.uuid4().hex
-    secret, public = os.path.join(victim_dir, "secret.txt"), os.path.join(victim_dir, "public.txt")
-    for path, content, perms in ((secret, token, 0o600), (public, "public", 0o644)):
+    home = os.path.join(victim_dir, "home")  # the trainer's $HOME, with a 0600 ~/.netrc
+    victim = os.path.join(victim_dir, "files")  # the trainer's files elsewhere (results, say)
+    os.mkdir(home, 0o700), os.mkdir(victim, 0o755)
+    secret, public = os.path.join(victim, "secret.txt"), os.path.join(victim, "public.txt")
+    netrc = os.path.join(home, ".netrc")
+    for path, content, perms in ((secret, token, 0o600), (public, "public", 0o644), (netrc, token, 0o600)):
         with open(path, "w") as f:
             f.write(content)
         os.chmod(path, perms)
+    for path in (home, victim, secret, public, netrc):
         os.chown(path, uid, uid)
-    os.chmod(victim_dir, 0o755), os.chown(victim_dir, uid, uid)
+    values = {"secret": secret, "public": public, "victim": victim, "netrc": netrc, "token": token,
+              "key": int.from_bytes(os.urandom(3), "little") + 1, "secret_env": "env-" + token}
     tcp, udp = socket.socket(socket.AF_INET, socket.SOCK_STREAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         tcp.bind(("127.0.0.1", 0)), tcp.listen(4), udp.bind(("127.0.0.1", 0))
         tcp.settimeout(0.1), udp.settimeout(0.1)
-        values = {"secret": secret, "public": public, "victim": victim_dir, "token": token,
-                  "tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1],
-                  "key": int.from_bytes(os.urandom(3), "little") + 1, "secret_env": "env-" + token}
+        values.update(tcp=tcp.getsockname()[1], udp=udp.getsockname()[1])
         script = TRAINER.format(repo=str(REPO), mode=mode, values=json.dumps(values), disable=disable)
         proc = subprocess.run([interpreter, "-I", "-S", "-c", script], user=uid, group=uid, extra_groups=[],
                               cwd="/", capture_output=True, text=True, timeout=120,
-                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "WANDB_API_KEY": values["secret_env"]})
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home,
+                                   "WANDB_API_KEY": values["secret_env"]})
         results = read_battery(proc.stdout)
         host = host_state(values, tcp, udp, trainer_survived=proc.returncode == 0)
     finally:
         tcp.close(), udp.close()
+        remove_leftovers(values)
     assert "mode_in_force" in results, f"the trainer failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     label = results["mode_in_force"]
     assert not {"landlock", "seccomp"} & set(label.split("+")) & set(disable)
