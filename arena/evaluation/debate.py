@@ -9,7 +9,7 @@ calls). Debate with K agents and R rounds, on one turn whose single-agent prompt
   other agents in agent order (full text, labelled "Agent j"), then the round instruction
   (cooperative, or for `aggressive_debate` an instruction to challenge the others);
 - final action: a majority vote over the actions of the round-R replies that are
-  format-valid (docs/methods.md, Format); a tie goes to the tied action whose first proposer
+  format-valid (docs/methods.md, Rewards, format penalty, success); a tie goes to the tied action whose first proposer
   has the lowest agent index. The turn's response is that first proposer's round-R reply, so
   the environment and the format/action-valid flags see one ordinary reply. When no round-R
   reply is format-valid, agent 1's round-R reply is the response (an invalid turn).

@@ -65,7 +65,7 @@ class LocalModel:
 
     def policy(self, *, temperature: float, top_p: float, max_new_tokens: int, seed: Optional[int]):
         """The rollout loop's `generate(prompts) -> [(text, prompt_ids, token_ids, sampler_logp)]`,
-        one user message per prompt (docs/design.md, Contracts between the parts)."""
+        one user message per prompt (docs/design.md, Per-turn batch)."""
         generator = torch.Generator(device=next(self.model.parameters()).device)
         if seed is not None:
             generator.manual_seed(seed)

@@ -3,7 +3,7 @@
 `arena eval key=value ...` takes the keys below; every other key (`env=`, `env.kwargs.*`,
 `model.path`, `model.prompt_template`, `eval.temperature`, `out`, `results_dir`, ...) is a run
 config key and goes through the same composition and checks as `arena train`
-(docs/design.md, Config paths). `n=` is `eval.n` and `seed=` is the first held-out episode:
+(docs/design.md, Config paths and resolution order). `n=` is `eval.n` and `seed=` is the first held-out episode:
 episode i of the eval plays `eval_seed(seed + i)`, exactly the seeds a training run's eval
 plays when seed=0 (docs/eval.md, What arena eval runs).
 """
@@ -140,7 +140,7 @@ def build_options(opts: dict, cfg) -> EvalOptions:
 
 # Options that do not change what an episode computes: left out of the eval id, so a rerun
 # with more concurrency or patience reuses the cached episodes.
-NOT_IN_EVAL_ID = ("label", "concurrency", "max_retries", "backoff", "max_wait", "timeout", "chunk")
+NOT_IN_EVAL_ID = ("label", "api_key_env", "concurrency", "max_retries", "backoff", "max_wait", "timeout", "chunk")
 
 
 def eval_id(cfg, options: EvalOptions) -> str:
