@@ -1,9 +1,12 @@
-"""`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]` (issue #6).
+"""`arena report name=NAME [results_dir=...] [baseline=ARM] [allow_mixed=true] [wandb=true]`
+(docs/design.md, Report).
 
 write_report reads the sweep's manifest (report cells only), builds the two frames, and writes
 `<results_dir>/sweeps/NAME/report/`: table.md, table.tex, table.csv, figures/*.png|pdf and, with
 wandb=True, wandb_dashboard.json (published only when WANDB_MODE=online). Mixed git SHAs among
-the finished runs are refused (ValueError listing them) unless allow_mixed=True.
+the finished runs are refused (ValueError listing them) unless allow_mixed=True. `baseline` is
+the arm every other arm is compared to (default GRPO); a name that is not an arm is a ValueError
+listing the arms.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import pandas as pd
 
@@ -22,7 +25,7 @@ from .manifest import chosen_hp, load_manifest, sweep_dir
 from .table_data import build_table
 from .tables import render_csv, render_latex, render_markdown
 
-KEYS = ("name", "results_dir", "allow_mixed", "wandb")
+KEYS = ("name", "results_dir", "baseline", "allow_mixed", "wandb")
 
 
 def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
@@ -34,37 +37,48 @@ def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str
     return shas
 
 
-def _table(results_dir: Path, name: str, *, allow_mixed: bool):
+def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optional[str] = None):
     manifest = load_manifest(results_dir, name)
     runs = runs_frame(results_dir, name)
     if runs.empty:
         raise ValueError(f"sweep {name!r}: the manifest has no cells with role 'report'")
     check_git_shas(runs, allow_mixed=allow_mixed)
+    arms = list(dict.fromkeys(runs["arm"]))
+    if baseline is not None and baseline not in arms:
+        raise ValueError(f"baseline={baseline!r} is not an arm of sweep {name!r}; valid values: {', '.join(arms)}")
     chosen = {(a, e): chosen_hp(results_dir, name, a, e) for a, e in runs[["arm", "env"]].drop_duplicates().itertuples(index=False)}
-    cells, arms = build_table(runs, manifest, chosen)
-    return manifest, runs, cells, arms
+    cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline)
+    return manifest, runs, cells, arm_rows
 
 
-def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False) -> str:
+def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False,
+                        baseline: Optional[str] = None) -> str:
     """The markdown table text (what table.md holds), for the sweep CLI to print."""
-    _, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed)
+    _, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline)
     return render_markdown(cells, arms, name=name)
 
 
-def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = False, wandb: bool = False,
-                 figures: bool = True) -> Path:
-    """Write the report folder and return its path."""
-    from .figures import write_figures
-
-    results_dir = Path(results_dir).resolve()
-    manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed)
-    out = sweep_dir(results_dir, name) / "report"
+def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str) -> str:
+    """table.md, table.tex and table.csv under `out`; returns the markdown."""
     markdown = render_markdown(cells, arms, name=name)
     atomic_write_text(out / "table.md", markdown)
     atomic_write_text(out / "table.tex", render_latex(cells, arms, name=name))
     atomic_write_text(out / "table.csv", render_csv(cells, arms))
+    return markdown
+
+
+def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = False, wandb: bool = False,
+                 figures: bool = True, baseline: Optional[str] = None) -> Path:
+    """Write the report folder and return its path."""
+    from .figures import write_figures
+
+    results_dir = Path(results_dir).resolve()
+    manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline)
+    out = sweep_dir(results_dir, name) / "report"
+    markdown = write_tables(cells, arms, out, name=name)
     if figures:
-        write_figures(tidy_frame(results_dir, name, runs=runs), runs, out / "figures", arm_order=list(cells["arm"].unique()))
+        write_figures(tidy_frame(results_dir, name, runs=runs), runs, out / "figures", arm_order=list(cells["arm"].unique()),
+                      baseline=cells["baseline"].iloc[0] or None)
     if wandb:
         from .wandb_dashboard import dashboard_spec, save_dashboard
 
@@ -90,7 +104,7 @@ def _flag(value: str, key: str) -> bool:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`report name=NAME [results_dir=results] [allow_mixed=true] [wandb=true]`; exit 0, or 2 on bad input."""
+    """`report name=NAME [results_dir=results] [baseline=ARM] [allow_mixed=true] [wandb=true]`; exit 0, or 2 on bad input."""
     opts = {}
     try:
         for arg in argv:
@@ -102,7 +116,7 @@ def main(argv: Sequence[str]) -> int:
             raise ValueError(f"name=NAME is required; valid keys: {', '.join(KEYS)}")
         out = write_report(opts.get("results_dir", "results"), opts["name"],
                            allow_mixed=_flag(opts.get("allow_mixed", "false"), "allow_mixed"),
-                           wandb=_flag(opts.get("wandb", "false"), "wandb"))
+                           wandb=_flag(opts.get("wandb", "false"), "wandb"), baseline=opts.get("baseline"))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,20 +1,26 @@
-"""Statistics for the report tables (issue #6; Agarwal et al. 2021, "Deep RL at the edge of the
-statistical precipice"). Pure functions on plain arrays of scores; no `rliable` (it fails to
-import beside pandas 3).
+"""Statistics for the report tables (Agarwal et al. 2021, "Deep RL at the edge of the statistical
+precipice"; formulas in docs/methods.md, Statistics). Pure functions on plain arrays of scores;
+the bootstraps are scipy.stats.bootstrap (percentile method), no `rliable` (it fails to import
+beside pandas 3).
 
 Scores are success rates; the caller decides the unit (the report uses points, x100).
+
+Resample count: the percentile bounds are Monte-Carlo estimates. With 2000 resamples they moved
+by up to 1.7 points between bootstrap seeds on tied 3-seed data; 50,000 costs a few ms per call
+(`python analysis/bench_bootstrap.py` measures both), so every CI uses N_RESAMPLES = 50,000.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 from scipy import stats as sps
 
-N_RESAMPLES = 2000  # bootstrap resamples (issue: >= 2000)
+N_RESAMPLES = 50_000  # bootstrap resamples per CI
 BOOTSTRAP_SEED = 0  # fixed, so a rerun is byte-identical
 CONFIDENCE = 0.95
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: "n<3", never a fake interval
+BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no difference"
 
 
 def mean_std(scores: Sequence[float]) -> tuple[float, float]:
@@ -45,6 +51,25 @@ def _mean_of_task_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean([np.mean(s, axis=axis) for s in samples], axis=0)
 
 
+def _pooled_iqm(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+    """statistic(x_1..x_M) = IQM of the pooled scores (x_1, ..., x_M) (resampled within each task)."""
+    pooled = np.concatenate([np.moveaxis(s, axis, -1) for s in samples], axis=-1)  # [..., sum_m n_m]
+    return sps.trim_mean(pooled, 0.25, axis=-1)
+
+
+def _percentile_ci(samples: Sequence[np.ndarray], statistic: Callable, *, n_resamples: int, seed: int,
+                   confidence: float) -> tuple[float, float]:
+    """Percentile CI of statistic(samples), each sample (stratum) resampled on its own with
+    replacement: scipy.stats.bootstrap with several unpaired samples is the stratified bootstrap."""
+    res = sps.bootstrap(tuple(samples), statistic, n_resamples=n_resamples, confidence_level=confidence,
+                        method="percentile", paired=False, vectorized=True, rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _enough(samples: Sequence[np.ndarray], min_seeds: int) -> bool:
+    return bool(samples) and min(s.size for s in samples) >= min_seeds
+
+
 def stratified_bootstrap_ci(
     scores_by_task: Sequence[Sequence[float]],
     *,
@@ -55,24 +80,51 @@ def stratified_bootstrap_ci(
 ) -> Optional[tuple[float, float]]:
     """95% percentile CI of (1/M) sum_m mean(seeds of task m), resampling seeds within each task.
 
-    Stratified bootstrap: each task (stratum) is resampled independently with replacement, which
-    is what scipy.stats.bootstrap does for several unpaired samples. One task = an ordinary
-    bootstrap over seeds. Returns None when any task has fewer than `min_seeds` seeds.
+    One task = an ordinary bootstrap over seeds. Returns None when any task has fewer than
+    `min_seeds` seeds.
     """
     samples = [np.asarray(s, dtype=float) for s in scores_by_task]  # M x [n_m]
-    if not samples or min(s.size for s in samples) < min_seeds:
+    if not _enough(samples, min_seeds):
         return None
-    res = sps.bootstrap(
-        tuple(samples),
-        _mean_of_task_means,
-        n_resamples=n_resamples,
-        confidence_level=confidence,
-        method="percentile",
-        paired=False,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return _percentile_ci(samples, _mean_of_task_means, n_resamples=n_resamples, seed=seed, confidence=confidence)
+
+
+def paired_differences(method_by_seed: dict[int, float], baseline_by_seed: dict[int, float]) -> np.ndarray:
+    """d_s = x_s - y_s for every seed s that both have a finite score for (seed order).
+
+    The same seed means the same BC start and the same eval rooms, so d_s removes what the two
+    runs share; the paired comparison is a statistic of d alone.
+    """
+    seeds = sorted(s for s in set(method_by_seed) & set(baseline_by_seed)
+                   if np.isfinite(method_by_seed[s]) and np.isfinite(baseline_by_seed[s]))
+    return np.array([method_by_seed[s] - baseline_by_seed[s] for s in seeds], dtype=float)  # [n_pairs]
+
+
+def paired_bootstrap_ci(diffs_by_task: Sequence[Sequence[float]], **kwargs) -> Optional[tuple[float, float]]:
+    """95% CI of (1/M) sum_m mean_s d_{m,s}: the paired bootstrap. Resampling (x_s, y_s) pairs
+    together (scipy's paired=True) is resampling d_s, so this is the stratified bootstrap of the
+    per-task differences. None when a task has fewer than 3 pairs."""
+    return stratified_bootstrap_ci(diffs_by_task, **kwargs)
+
+
+def iqm_ci(scores_by_task: Sequence[Sequence[float]], *, n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+           confidence: float = CONFIDENCE, min_seeds: int = MIN_SEEDS_FOR_CI) -> Optional[tuple[float, float]]:
+    """95% stratified percentile CI of the IQM of the pooled (task, seed) scores."""
+    samples = [np.asarray(s, dtype=float) for s in scores_by_task]  # M x [n_m]
+    if not _enough(samples, min_seeds):
+        return None
+    return _percentile_ci(samples, _pooled_iqm, n_resamples=n_resamples, seed=seed, confidence=confidence)
+
+
+def _improvement(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+    """samples = (x_1..x_M, y_1..y_M): (1/M) sum_m P(x_m > y_m) (probability_of_improvement)."""
+    m = len(samples) // 2
+    per_task = []
+    for x, y in zip(samples[:m], samples[m:]):
+        x = np.moveaxis(x, axis, -1)[..., :, None]  # [..., N, 1]
+        y = np.moveaxis(y, axis, -1)[..., None, :]  # [..., 1, K]
+        per_task.append(((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1)))  # [...]
+    return np.mean(per_task, axis=0)
 
 
 def probability_of_improvement(
@@ -86,21 +138,48 @@ def probability_of_improvement(
     x = the method's seeds on task m, y = the baseline's seeds (every pair of seeds, not paired by
     seed index: the Mann-Whitney U statistic over N_m K_m). NaN when no task has both.
     """
-    per_task = []
-    for task in sorted(set(method_by_task) & set(baseline_by_task)):
-        x = np.asarray(method_by_task[task], dtype=float)[:, None]  # [N, 1]
-        y = np.asarray(baseline_by_task[task], dtype=float)[None, :]  # [1, K]
-        if x.size == 0 or y.size == 0:
-            continue
-        s = (x > y).astype(float) + 0.5 * (x == y)  # [N, K]
-        per_task.append(float(s.mean()))
-    return float(np.mean(per_task)) if per_task else float("nan")
+    tasks = [t for t in sorted(set(method_by_task) & set(baseline_by_task))
+             if len(method_by_task[t]) and len(baseline_by_task[t])]
+    if not tasks:
+        return float("nan")
+    xs = [np.asarray(method_by_task[t], dtype=float) for t in tasks]  # M x [N_m]
+    ys = [np.asarray(baseline_by_task[t], dtype=float) for t in tasks]  # M x [K_m]
+    return float(_improvement(*xs, *ys))
 
 
-def change_vs_baseline(mean: float, baseline_mean: float, *, min_baseline: float = 10.0) -> tuple[float, Optional[float]]:
-    """(delta, relative): delta = mean - baseline (points); relative = delta / baseline (a
-    fraction) only where baseline >= min_baseline points, else None (a tiny baseline makes it
-    explode: 5.51 -> -0.23 would read as -104%)."""
-    delta = mean - baseline_mean
-    relative = delta / baseline_mean if baseline_mean >= min_baseline else None
-    return delta, relative
+def probability_of_improvement_ci(
+    method_by_task: dict[str, Sequence[float]], baseline_by_task: dict[str, Sequence[float]], *,
+    n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED, confidence: float = CONFIDENCE,
+    min_seeds: int = MIN_SEEDS_FOR_CI,
+) -> Optional[tuple[float, float]]:
+    """95% CI of P(X > Y): both arms' seeds resampled within each task (2M strata), as rliable does.
+    None when a task of either side has fewer than `min_seeds` seeds, or they share no task."""
+    tasks = sorted(set(method_by_task) & set(baseline_by_task))
+    xs = [np.asarray(method_by_task[t], dtype=float) for t in tasks]  # M x [N_m]
+    ys = [np.asarray(baseline_by_task[t], dtype=float) for t in tasks]  # M x [K_m]
+    if not _enough(xs + ys, min_seeds):
+        return None
+    return _percentile_ci(xs + ys, _improvement, n_resamples=n_resamples, seed=seed, confidence=confidence)
+
+
+def verdict(ci: Optional[tuple[float, float]]) -> Optional[str]:
+    """The sign of a difference at the CI's level: better if low > 0, worse if high < 0, else no
+    difference; None without a CI."""
+    if ci is None:
+        return None
+    low, high = ci
+    return BETTER if low > 0 else WORSE if high < 0 else NO_DIFFERENCE
+
+
+def percentile_ci_coverage_note(n_seeds: int) -> str:
+    """What a percentile-bootstrap "95%" interval over n seeds is worth. With n seeds a resample is
+    all-min with probability n^-n; for n = 3 that is 1/27 = 3.7% > 2.5%, so the bounds are exactly
+    the min and the max of the seeds. [min, max] of n draws covers the median of the seed
+    distribution with probability 1 - 2 * 0.5^n (75% for n = 3, 87.5% for n = 4)."""
+    if n_seeds < MIN_SEEDS_FOR_CI:
+        return f"{n_seeds} seeds: no CI"
+    if n_seeds ** -n_seeds > (1 - CONFIDENCE) / 2:
+        cover = 100 * (1 - 2 * 0.5 ** n_seeds)
+        return (f"{n_seeds} seeds: a percentile-bootstrap \"95%\" CI is the [min, max] of the seeds, which covers "
+                f"the seeds' median in only {cover:g}% of repeats")
+    return f"{n_seeds} seeds: percentile-bootstrap CIs cover less than 95% at so few seeds"

@@ -1,15 +1,24 @@
-"""The numbers behind the report table: a function of the runs frame and the manifest.
+"""The numbers behind the report table: a function of the runs frame and the manifest
+(docs/design.md, Report; formulas in docs/methods.md, Statistics).
 
-Per (arm, env) cell, over the seeds whose run finished (status done or collapsed; a collapsed
-run's last eval is a real outcome and counts). Failed and missing runs are counted, never
-scored as zero. Scores are final_eval_success in points (x100).
+Scores are in points (x100), over the seeds whose run finished (status done or collapsed; a
+collapsed run's last eval is a real outcome and counts). Failed and missing runs are counted,
+never scored as zero. Per (arm, env) cell:
     mean, std (ddof=1), n_seeds, 95% bootstrap CI over seeds (None when n < 3)
-    Avg over envs: mean = (1/M) sum_m mean_m, with a stratified bootstrap CI (seeds resampled
-    within each env); NaN when an env has no finished seed (std is not defined for Avg)
-    delta_vs_grpo = mean - mean_GRPO (points); rel_vs_grpo = delta / mean_GRPO where mean_GRPO >= 10
+    start = mean over seeds of the step-0 eval (the BC policy); gain_s = final_s - start_s per
+        seed, its mean and paired CI
+    diff_s = final_s(arm) - final_s(baseline) on the same seed s (the same BC start and eval
+        rooms); its mean over the n_pairs seeds both finished, paired CI and verdict
     stable: "yes" if every seed finished and is stable; "no" if a finished seed is not stable
-    (false, "unresolved" or collapsed); "?" when seeds are missing/failed and the rest are stable
-Per arm: IQM over the pooled (env, seed) scores; P(arm > GRPO) (stats.probability_of_improvement).
+        (false, "unresolved" or collapsed); "?" when seeds are missing/failed and the rest are stable
+Avg row: each statistic averaged over envs, (1/M) sum_m stat_m, with a CI stratified over envs.
+Per arm: IQM over the pooled (env, seed) scores with a stratified CI; unpaired P(arm > baseline)
+with a stratified CI.
+
+One rule for missing data, on every aggregate over environments (Avg mean, start, gain and diff;
+IQM; P): it is computed only when every env has at least one finished seed of the arm (and, for a
+comparison, a finished baseline seed / a seed pair); otherwise it is NaN and `missing` names the
+envs that lack them, so every renderer marks it the same way.
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ from . import stats
 FINISHED = ("done", "collapsed")
 AVG = "Avg"
 POINTS = 100.0
+NAN = float("nan")
 
 
 def baseline_arm(manifest: dict[str, Any]) -> Optional[str]:
@@ -63,55 +73,98 @@ def _stable_flag(cell: pd.DataFrame) -> str:
     return "yes" if len(finished) == len(cell) and len(cell) > 0 else "?"
 
 
-def _scores(cell: pd.DataFrame) -> np.ndarray:
+def _by_seed(cell: pd.DataFrame, column: str) -> dict[int, float]:
+    """seed -> score in points, finished runs with a finite value only."""
     finished = cell[cell["status"].isin(FINISHED)]
-    return (finished["final_eval_success"].dropna().to_numpy(dtype=float) * POINTS)  # [n_seeds]
+    return {int(s): float(v) * POINTS for s, v in zip(finished["seed"], finished[column]) if np.isfinite(v)}
 
 
-def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple[str, str], Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells, arms): cells has one row per (arm, env) plus (arm, Avg); arms one row per arm."""
+def _values(by_seed: dict[int, float]) -> np.ndarray:
+    return np.array([by_seed[s] for s in sorted(by_seed)], dtype=float)  # [n_seeds]
+
+
+def _lacking(samples: dict[str, np.ndarray]) -> str:
+    """The missing-data rule: the envs with no value, comma-joined ("" = complete)."""
+    return ", ".join(env for env, x in samples.items() if len(x) == 0)
+
+
+def _mean_ci(samples: dict[str, np.ndarray], ci_fn=stats.stratified_bootstrap_ci) -> tuple[float, float, float, str]:
+    """(mean over envs of per-env means, ci_low, ci_high, missing); NaN when an env lacks values."""
+    missing = _lacking(samples)
+    if missing or not samples:
+        return NAN, NAN, NAN, missing
+    ci = ci_fn(list(samples.values()))
+    mean = float(np.mean([np.mean(x) for x in samples.values()]))
+    return mean, *(ci if ci else (NAN, NAN)), ""
+
+
+def _stat_columns(prefix: str, samples: dict[str, np.ndarray], env: str) -> dict[str, Any]:
+    """prefix, prefix_ci_low, prefix_ci_high, prefix_n, prefix_verdict for one env or Avg."""
+    chosen = samples if env == AVG else {env: samples[env]}
+    mean, low, high, missing = _mean_ci(chosen, stats.paired_bootstrap_ci)
+    n = min((len(x) for x in chosen.values()), default=0)
+    ci = (low, high) if np.isfinite(low) else None
+    return {prefix: mean, f"{prefix}_ci_low": low, f"{prefix}_ci_high": high, f"{prefix}_n": n,
+            f"{prefix}_verdict": stats.verdict(ci) or "", f"{prefix}_missing": missing}
+
+
+def _blank(prefix: str) -> dict[str, Any]:
+    """The columns of _stat_columns for the baseline itself (it is not compared to itself)."""
+    return {prefix: NAN, f"{prefix}_ci_low": NAN, f"{prefix}_ci_high": NAN, f"{prefix}_n": 0,
+            f"{prefix}_verdict": "", f"{prefix}_missing": ""}
+
+
+def _cell_row(arm: str, env: str, cell: pd.DataFrame, final: dict[str, np.ndarray]) -> dict[str, Any]:
+    chosen = final if env == AVG else {env: final[env]}
+    mean, low, high, missing = _mean_ci(chosen)
+    std = stats.mean_std(final[env])[1] if env != AVG else NAN
+    return dict(env=env, n_seeds=sum(len(x) for x in chosen.values()), n_failed=int((cell["status"] == "failed").sum()),
+                n_missing=int((cell["status"] == "missing").sum()), mean=mean, std=std, ci_low=low, ci_high=high,
+                missing=missing)
+
+
+def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple[str, str], Any], *,
+                baseline: Optional[str] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, arms): cells has one row per (arm, env) plus (arm, Avg); arms one row per arm.
+    `baseline` is the arm every other arm is compared to (default: baseline_arm(manifest))."""
     envs = env_order(runs, manifest)
-    base = baseline_arm(manifest)
-    scores = {(a, e): _scores(c) for (a, e), c in runs.groupby(["arm", "env"], sort=False)}
-    base_scores = {e: scores.get((base, e), np.array([])) for e in envs}
-    base_means = {e: stats.mean_std(s)[0] for e, s in base_scores.items()}
-    base_means[AVG] = float(np.mean(list(base_means.values()))) if envs else float("nan")
+    base = baseline or baseline_arm(manifest)
+    groups = {key: cell for key, cell in runs.groupby(["arm", "env"], sort=False)}
+    empty = runs.iloc[:0]
+    final_by_seed = {k: _by_seed(c, "final_eval_success") for k, c in groups.items()}
+    start_by_seed = {k: _by_seed(c, "initial_eval_success") for k, c in groups.items()}
+    base_final = {e: final_by_seed.get((base, e), {}) for e in envs}
     cell_rows, arm_rows = [], []
     for group, arm in arm_order(runs, manifest):
-        arm_runs = runs[runs["arm"] == arm]
-        method = arm_runs["method"].iloc[0]
-        per_env = []
-        for env in envs:
-            cell = arm_runs[arm_runs["env"] == env]
-            x = scores.get((arm, env), np.array([]))
-            mean, std = stats.mean_std(x)
-            ci = stats.stratified_bootstrap_ci([x])
-            per_env.append(dict(arm=arm, method=method, group=group, env=env, n_seeds=len(x),
-                                n_failed=int((cell["status"] == "failed").sum()),
-                                n_missing=int((cell["status"] == "missing").sum()),
-                                mean=mean, std=std, ci_low=ci[0] if ci else np.nan, ci_high=ci[1] if ci else np.nan,
-                                stable=_stable_flag(cell)))
-        xs = [scores.get((arm, e), np.array([])) for e in envs]
-        complete = all(len(x) for x in xs)
-        ci = stats.stratified_bootstrap_ci(xs) if complete else None
-        flags = [r["stable"] for r in per_env]
-        avg = dict(arm=arm, method=method, group=group, env=AVG, n_seeds=sum(r["n_seeds"] for r in per_env),
-                   n_failed=sum(r["n_failed"] for r in per_env), n_missing=sum(r["n_missing"] for r in per_env),
-                   mean=float(np.mean([r["mean"] for r in per_env])) if complete else np.nan, std=np.nan,
-                   ci_low=ci[0] if ci else np.nan, ci_high=ci[1] if ci else np.nan,
-                   stable="no" if "no" in flags else ("yes" if flags and set(flags) == {"yes"} else "?"))
-        for row in per_env + [avg]:
-            ref = base_means.get(row["env"], np.nan)
-            if arm == base or not np.isfinite(ref) or not np.isfinite(row["mean"]):
-                row.update(delta_vs_grpo=np.nan, rel_vs_grpo=np.nan)
-            else:
-                delta, rel = stats.change_vs_baseline(row["mean"], ref)
-                row.update(delta_vs_grpo=delta, rel_vs_grpo=np.nan if rel is None else rel)
+        method = runs.loc[runs["arm"] == arm, "method"].iloc[0]
+        final = {e: _values(final_by_seed.get((arm, e), {})) for e in envs}  # env -> [n_seeds]
+        start = {e: _values(start_by_seed.get((arm, e), {})) for e in envs}  # env -> [n_seeds]
+        gain = {e: stats.paired_differences(final_by_seed.get((arm, e), {}), start_by_seed.get((arm, e), {})) for e in envs}
+        diff = {e: stats.paired_differences(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
+        flags = {e: _stable_flag(groups.get((arm, e), empty)) for e in envs}
+        for env in envs + [AVG]:
+            cell = runs[runs["arm"] == arm] if env == AVG else groups.get((arm, env), empty)
+            row = dict(arm=arm, method=method, group=group, baseline=base or "", **_cell_row(arm, env, cell, final))
+            start_mean, _, _, start_missing = _mean_ci(start if env == AVG else {env: start[env]}, lambda s: None)
+            row.update(start=start_mean, start_missing=start_missing, **_stat_columns("gain", gain, env))
+            row.update(_blank("diff") if arm == base or base is None else _stat_columns("diff", diff, env))
+            flag = list(flags.values())
+            row["stable"] = flags[env] if env != AVG else ("no" if "no" in flag else "yes" if flag and set(flag) == {"yes"} else "?")
             cell_rows.append(row)
-        pooled = np.concatenate(xs) if xs else np.array([])  # [sum_m n_m]
-        p_improve = np.nan if arm == base or base is None else stats.probability_of_improvement(
-            {e: x for e, x in zip(envs, xs)}, base_scores)
-        arm_rows.append(dict(arm=arm, method=method, group=group, n_runs=len(pooled), iqm=stats.iqm(pooled),
-                             p_improve_vs_grpo=p_improve, stable=dict(zip(envs, flags)),
-                             chosen_hp={e: chosen[(arm, e)] for e in envs if chosen.get((arm, e)) is not None}))
+        missing = _lacking(final)
+        pooled = np.concatenate(list(final.values())) if final and not missing else np.array([])  # [sum_m n_m]
+        iqm_ci = stats.iqm_ci(list(final.values())) if not missing else None
+        row = dict(arm=arm, method=method, group=group, baseline=base or "", n_runs=int(sum(len(x) for x in final.values())),
+                   iqm=stats.iqm(pooled) if not missing else NAN, iqm_ci_low=iqm_ci[0] if iqm_ci else NAN,
+                   iqm_ci_high=iqm_ci[1] if iqm_ci else NAN, missing=missing)
+        base_scores = {e: _values(base_final[e]) for e in envs}
+        p_missing = ", ".join(dict.fromkeys(m for m in (missing, _lacking(base_scores)) if m))
+        if arm == base or base is None or p_missing:
+            row.update(p_improve=NAN, p_ci_low=NAN, p_ci_high=NAN, p_missing=p_missing if arm != base else "")
+        else:
+            p_ci = stats.probability_of_improvement_ci(final, base_scores)
+            row.update(p_improve=stats.probability_of_improvement(final, base_scores), p_ci_low=p_ci[0] if p_ci else NAN,
+                       p_ci_high=p_ci[1] if p_ci else NAN, p_missing="")
+        row.update(stable=flags, chosen_hp={e: chosen[(arm, e)] for e in envs if chosen.get((arm, e)) is not None})
+        arm_rows.append(row)
     return pd.DataFrame(cell_rows), pd.DataFrame(arm_rows)

@@ -1,21 +1,26 @@
-"""Render the table data (table_data.build_table) as table.md, table.tex and table.csv.
+"""Render the table data (table_data.build_table) as table.md, table.tex and table.csv
+(docs/design.md, Report). Fixed float formatting and no timestamps, so a rerun is
+byte-identical. Success rates in points.
 
-Fixed float formatting and no timestamps, so a rerun is byte-identical. Success rates in points.
+One marker for missing data everywhere: an aggregate over envs that the missing-data rule of
+table_data leaves out prints as "— (missing ENV)".
 """
 from __future__ import annotations
 
 import io
 import json
 import math
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
+from . import stats
 from .table_data import AVG
 
-CSV_COLUMNS = ("arm", "method", "group", "env", "n_seeds", "n_failed", "n_missing", "mean", "std", "ci_low",
-               "ci_high", "delta_vs_grpo", "rel_vs_grpo", "stable", "iqm", "p_improve_vs_grpo", "chosen_hp")
-MIN_BASELINE = 10.0  # points; the relative change is shown only above it
+CELL_COLUMNS = ("arm", "method", "group", "env", "baseline", "n_seeds", "n_failed", "n_missing", "mean", "std", "ci_low",
+                "ci_high", "missing", "start", "gain", "gain_ci_low", "gain_ci_high", "gain_n", "gain_verdict",
+                "diff", "diff_ci_low", "diff_ci_high", "diff_n", "diff_verdict", "diff_missing", "stable")
+ARM_COLUMNS = ("iqm", "iqm_ci_low", "iqm_ci_high", "p_improve", "p_ci_low", "p_ci_high", "chosen_hp")
 NONE_MD, NONE_TEX = "—", "--"
 
 
@@ -27,26 +32,41 @@ def _num(x: float, none: str, fmt: str = ".1f") -> str:
     return format(x, fmt) if _ok(x) else none
 
 
+def _ci(low: float, high: float, fmt: str = ".1f") -> str:
+    return f"[{low:{fmt}}, {high:{fmt}}]" if _ok(low) else "n<3"
+
+
+def _absent(missing: str, none: str) -> str:
+    return f"{none} (missing {missing})"
+
+
 def _counts(row: pd.Series) -> str:
     """(n=2; 1 failed, 1 missing)"""
     extra = [f"{row[k]} {k[2:]}" for k in ("n_failed", "n_missing") if row[k]]
     return f"(n={row['n_seeds']}{'; ' + ', '.join(extra) if extra else ''})"
 
 
-def _cell(row: pd.Series, *, pm: str, none: str) -> str:
+def _final(row: pd.Series, *, pm: str, none: str) -> str:
     """mean ± std [ci_low, ci_high] (n=..): the CI is "n<3" with fewer than 3 seeds."""
+    if row["missing"] and row["env"] == AVG:
+        return f"{_absent(row['missing'], none)} {_counts(row)}"
     if row["n_seeds"] == 0 or not _ok(row["mean"]):
         return f"{none} {_counts(row)}"
-    ci = f"[{row['ci_low']:.1f}, {row['ci_high']:.1f}]" if _ok(row["ci_low"]) else "n<3"
     spread = [] if row["env"] == AVG else [f"{pm}{_num(row['std'], none)}"]
-    return " ".join([f"{row['mean']:.1f}", *spread, ci, _counts(row)])
+    return " ".join([f"{row['mean']:.1f}", *spread, _ci(row["ci_low"], row["ci_high"]), _counts(row)])
 
 
-def _delta(row: pd.Series, *, none: str, pct: str) -> str:
-    if not _ok(row["delta_vs_grpo"]):
+def _paired(row: pd.Series, prefix: str, *, none: str) -> str:
+    """mean difference [paired CI] (n=pairs), or the missing-data marker."""
+    if row[f"{prefix}_missing"]:
+        return _absent(row[f"{prefix}_missing"], none)
+    if not _ok(row[prefix]):
         return none
-    rel = f" ({row['rel_vs_grpo'] * 100:+.1f}{pct})" if _ok(row["rel_vs_grpo"]) else ""
-    return f"{row['delta_vs_grpo']:+.1f}{rel}"
+    return f"{row[prefix]:+.1f} {_ci(row[f'{prefix}_ci_low'], row[f'{prefix}_ci_high'])} (n={row[f'{prefix}_n']})"
+
+
+def _start(row: pd.Series, *, none: str) -> str:
+    return _absent(row["start_missing"], none) if row["start_missing"] else _num(row["start"], none)
 
 
 def _per_env(mapping: dict, fmt) -> str:
@@ -59,41 +79,78 @@ def _hp_text(hp: Any) -> str:
     return json.dumps(hp, sort_keys=True)
 
 
-def _grid(cells: pd.DataFrame, text) -> list[tuple[str, str, list[str]]]:
-    """(group, arm, [text per env column]) in table order."""
+def _grid(cells: pd.DataFrame, text: Callable[[pd.Series], list[str]], tail: Callable[[pd.DataFrame], list[str]] = lambda b: []):
+    """(group, arm, [texts per env column..., tail texts]) in table order."""
     envs = list(dict.fromkeys(cells["env"]))
     rows = []
     for arm, block in cells.groupby("arm", sort=False):
         by_env = block.set_index("env", drop=False)
-        rows.append((block["group"].iloc[0], arm, [text(by_env.loc[e]) for e in envs]))
+        rows.append((block["group"].iloc[0], arm, [t for e in envs for t in text(by_env.loc[e])] + tail(by_env)))
     return rows
 
 
-def render_markdown(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> str:
+def _arm_stat(value: float, low: float, high: float, missing: str, none: str, fmt: str) -> str:
+    if missing:
+        return _absent(missing, none)
+    return none if not _ok(value) else f"{value:{fmt}} {_ci(low, high, fmt)}"
+
+
+def _sections(cells: pd.DataFrame, arms: pd.DataFrame, none: str) -> list[tuple[str, list[str], list]]:
+    """(title, column names, rows) of the four tables, shared by the markdown and LaTeX renderers."""
     envs = list(dict.fromkeys(cells["env"]))
-    head = "| group | arm | " + " | ".join(envs) + " |\n|" + "---|" * (len(envs) + 2) + "\n"
-    out = [f"# {name}: final eval success (points)\n\n",
-           "Each cell: mean ± std over seeds [95% stratified-bootstrap CI, 2000 resamples] (n seeds that "
-           "finished; failed and missing runs are counted, never scored). Fewer than 3 seeds: n<3, no CI. "
-           "Avg: the mean of the per-env means, CI stratified over envs.\n\n", head]
-    out += [f"| {g} | {a} | " + " | ".join(t) + " |\n" for g, a, t in _grid(cells, lambda r: _cell(r, pm="± ", none=NONE_MD))]
-    out += [f"\n## Change vs GRPO (points; relative only where the GRPO mean is >= {MIN_BASELINE:g} points)\n\n", head]
-    out += [f"| {g} | {a} | " + " | ".join(t) + " |\n" for g, a, t in _grid(cells, lambda r: _delta(r, none=NONE_MD, pct="%"))]
-    out += ["\n## Per method\n\n",
-            "IQM: 25% trimmed mean over (env, seed). P(>GRPO): P(X > Y) over all seed pairs per env, averaged "
-            "over envs (Agarwal et al. 2021). stable: every seed stable (yes), one not (no), seeds lacking (?).\n\n",
-            "| group | arm | method | n | IQM | P(>GRPO) | stable | chosen hp |\n|---|---|---|---|---|---|---|---|\n"]
-    for r in arms.itertuples():
-        chosen = _per_env(r.chosen_hp, _hp_text) or NONE_MD
-        out.append(f"| {r.group} | {r.arm} | {r.method} | {r.n_runs} | {_num(r.iqm, NONE_MD)} | "
-                   f"{_num(r.p_improve_vs_grpo, NONE_MD, '.2f')} | {_per_env(r.stable, str)} | {chosen} |\n")
+    base = cells["baseline"].iloc[0] or "baseline"
+    verdict = lambda prefix: lambda b: [b.loc[AVG, f"{prefix}_verdict"] or none]  # noqa: E731
+    per_method = [(r.group, r.arm, [r.method, str(r.n_runs), _arm_stat(r.iqm, r.iqm_ci_low, r.iqm_ci_high, r.missing, none, ".1f"),
+                                    _arm_stat(r.p_improve, r.p_ci_low, r.p_ci_high, r.p_missing, none, ".2f"),
+                                    _per_env(r.stable, str), _per_env(r.chosen_hp, _hp_text) or none])
+                  for r in arms.itertuples()]
+    return [
+        ("Final eval success (points)", envs, _grid(cells, lambda r: [_final(r, pm="± ", none=none)])),
+        ("Start (step-0 eval, the BC policy) and gain = final - start per seed (points)",
+         [f"{e} {c}" for e in envs for c in ("start", "gain")] + ["gain verdict (Avg)"],
+         _grid(cells, lambda r: [_start(r, none=none), _paired(r, "gain", none=none)], verdict("gain"))),
+        (f"Paired change vs {base} (points): per seed, arm - {base} on the same seed", envs + ["verdict (Avg)"],
+         _grid(cells, lambda r: [_paired(r, "diff", none=none)], verdict("diff"))),
+        ("Per method", ["method", "n", "IQM [95% CI]", f"P(>{base}) [95% CI]", "stable", "chosen hp"], per_method),
+    ]
+
+
+def notes(cells: pd.DataFrame) -> list[str]:
+    """What the numbers mean, with the seed counts the CIs rest on."""
+    base = cells["baseline"].iloc[0] or "the baseline"
+    per_env = cells[cells["env"] != AVG]
+    counts = sorted({int(n) for n in per_env["n_seeds"] if n >= stats.MIN_SEEDS_FOR_CI})
+    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}" if counts else "no"
+    coverage = [stats.percentile_ci_coverage_note(n) for n in counts[:1]]
+    return [
+        "Cells: mean ± std over seeds [95% CI] (n = seeds that finished; failed and missing runs are counted, "
+        "never scored). Avg: the mean of the per-env statistics.",
+        f"CIs: percentile bootstrap, {stats.N_RESAMPLES} resamples, seeds resampled within each env (stratified); "
+        f"fewer than {stats.MIN_SEEDS_FOR_CI} seeds: n<3, no CI. Each CI here rests on {seeds} seeds per env. "
+        + (f"With {coverage[0]}." if coverage else ""),
+        f"Paired: d_s = arm_s - {base}_s on seeds both finished (the same seed: the same BC start and eval rooms); "
+        "the CI resamples seed pairs. Gain: final_s - start_s per seed. Verdict: better (CI above 0), worse (CI "
+        "below 0), no difference (CI spans 0), at 95%.",
+        "Missing data, one rule for every column: an aggregate over envs (Avg, IQM, P) is computed only when every "
+        "env has a finished seed (and, to compare, a finished baseline seed); otherwise it reads — (missing ENV).",
+        f"IQM: 25% trimmed mean over (env, seed). P(>{base}): unpaired, P(X > Y) over all seed pairs per env, "
+        "averaged over envs (Agarwal et al. 2021). stable: every seed stable (yes), one not (no), seeds lacking (?).",
+    ]
+
+
+def render_markdown(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> str:
+    out = [f"# {name}: eval success (points)\n\n"]
+    for title, columns, rows in _sections(cells, arms, NONE_MD):
+        out += [f"## {title}\n\n", "| group | arm | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 2) + "\n"]
+        out += [f"| {g} | {a} | " + " | ".join(t) + " |\n" for g, a, t in rows] + ["\n"]
+    out += ["## Notes\n\n"] + [f"- {line}\n" for line in notes(cells)]
     return "".join(out)
 
 
 def _tex(text: str) -> str:
     for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
         text = text.replace(a, b)
-    return text
+    return text.replace("±", r"$\pm$").replace("n<3", r"$n<3$")
 
 
 def _tex_tabular(rows: list[tuple[str, str, list[str]]], columns: list[str]) -> list[str]:
@@ -104,32 +161,27 @@ def _tex_tabular(rows: list[tuple[str, str, list[str]]], columns: list[str]) -> 
         if g != group:
             out += [r"\midrule" + "\n", rf"\multicolumn{{{len(columns) + 1}}}{{l}}{{\textit{{{_tex(g)}}}}} \\" + "\n"]
             group = g
-        out.append(_tex(arm) + " & " + " & ".join(texts) + r" \\" + "\n")
+        out.append(_tex(arm) + " & " + " & ".join(_tex(t) for t in texts) + r" \\" + "\n")
     return out + [r"\bottomrule" + "\n", r"\end{tabular}" + "\n"]
 
 
 def render_latex(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> str:
-    envs = list(dict.fromkeys(cells["env"]))
-    cell = lambda r: _tex(_cell(r, pm="± ", none=NONE_TEX)).replace("±", r"$\pm$").replace("n<3", r"$n<3$")
-    out = [f"% {_tex(name)}: final eval success (points); mean \\pm std [95\\% CI] (n)\n"]
-    out += _tex_tabular(_grid(cells, cell), envs)
-    out += ["\n% change vs GRPO (points; relative where GRPO >= 10 points)\n"]
-    out += _tex_tabular(_grid(cells, lambda r: _tex(_delta(r, none=NONE_TEX, pct="%"))), envs)
-    per_method = [(r.group, r.arm, [_tex(r.method), str(r.n_runs), _num(r.iqm, NONE_TEX), _num(r.p_improve_vs_grpo, NONE_TEX, ".2f"),
-                                    _tex(_per_env(r.stable, str)), _tex(_per_env(r.chosen_hp, _hp_text) or NONE_TEX)])
-                  for r in arms.itertuples()]
-    out += ["\n% per method\n"]
-    out += _tex_tabular(per_method, ["method", "n", "IQM", "P(>GRPO)", "stable", "chosen hp"])
-    return "".join(out)
+    out = [f"% {_tex(name)}: eval success (points)\n"]
+    for title, columns, rows in _sections(cells, arms, NONE_TEX):
+        out += [f"\n% {_tex(title)}\n"] + _tex_tabular(rows, columns)
+    return "".join(out) + "".join(f"% {_tex(line)}\n" for line in notes(cells))
 
 
 def render_csv(cells: pd.DataFrame, arms: pd.DataFrame) -> str:
+    """One row per (arm, env) and (arm, Avg); the per-arm statistics repeated on each of its rows."""
     per_arm = arms.set_index("arm")
     frame = cells.copy()
-    frame["iqm"] = frame["arm"].map(per_arm["iqm"])
-    frame["p_improve_vs_grpo"] = frame["arm"].map(per_arm["p_improve_vs_grpo"])
+    for col in ARM_COLUMNS[:-1]:
+        frame[col] = frame["arm"].map(per_arm[col])
+    frame["p_missing"] = frame["arm"].map(per_arm["p_missing"])
     chosen = [per_arm.loc[a, "chosen_hp"].get(e) for a, e in zip(frame["arm"], frame["env"])]
     frame["chosen_hp"] = [json.dumps(c, sort_keys=True) if c is not None else "" for c in chosen]
     buf = io.StringIO()
-    frame[list(CSV_COLUMNS)].to_csv(buf, index=False, float_format="%.4f", lineterminator="\n")
+    frame[list(CELL_COLUMNS + ARM_COLUMNS[:-1] + ("p_missing", "chosen_hp"))].to_csv(
+        buf, index=False, float_format="%.4f", lineterminator="\n")
     return buf.getvalue()

@@ -24,7 +24,7 @@ ENV_KEY = "env.name"
 
 
 def _panels(figure_panels) -> list[dict[str, str]]:
-    return [{"type": "line", "title": title, "x": "step", "y": metric} for metric, title, _ in figure_panels]
+    return [{"type": "line", "title": title, "x": "step", "y": metric} for metric, title, *_ in figure_panels]
 
 
 def dashboard_spec(manifest: dict[str, Any], *, table_markdown: str, project: str = "arena",

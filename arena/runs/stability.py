@@ -38,7 +38,7 @@ def stability(points: Sequence[tuple[int, float]], total_steps: int, *, theta: f
                 f"theta={theta:g} is below the binomial noise floor {out['noise_floor']:.4g} "
                 f"(p={p:.3f}, n_eval={n_eval}): a stable policy can still be flagged unstable"
             )
-    if len(window) >= min_points:
+    if window and len(window) >= min_points:  # an empty window stays unresolved, whatever min_points
         out["stable"] = bool(out["var_last20"] < theta)
     return out
 

@@ -1,4 +1,4 @@
-"""A synthetic sweep with known numbers: run folders + manifest (decisions.md §F).
+"""A synthetic sweep with known numbers: run folders + manifest (docs/design.md, Run folder).
 
 SCORES[arm][env] = final eval success per seed 0, 1, 2; None = no score (see STATUS).
 STATUS overrides the default "done" for some (arm, env, seed).
@@ -34,18 +34,19 @@ STATUS = {("grpo_4mb", "sokoban", 2): "failed", ("grpo_4mb", "household", 1): "m
           ("sampo", "sokoban", 2): "collapsed"}
 STABLE = {("gspo", "sokoban", 1): "unresolved", ("sampo", "sokoban", 2): False}
 CHOSEN = {("gspo", "sokoban"): {"hp": {"eps_low": 0.003, "eps_high": 0.004}, "trial": 2}}
+INITIAL = {"sokoban": 0.50, "household": 0.05}  # step-0 eval (the shared BC start) of every run on the env
 STEPS = 10
 SEARCH_SCORE = 0.99  # a search cell: must never reach the table
 
 
-def _metrics(final: float, seed: int, step: int) -> dict[str, Any]:
+def _metrics(final: float, initial: float, seed: int, step: int) -> dict[str, Any]:
     frac = step / STEPS
     row = {"step": step, "train/success_rate": final * frac, "actor/off_policy_kl": 0.001 * (1 + seed) * frac,
            "actor/kl_ref": 0.01 * frac, "actor/grad_norm": 1.0 + 0.1 * seed, "actor/entropy": 1.0 - 0.5 * frac,
            "actor/clipfrac_pos_adv": 0.02 * frac, "actor/clipfrac_neg_adv": 0.01 * frac,
            "actor/masked_seqs": float(seed), "rollout/format_valid_ratio": 0.9 + 0.01 * step}
     if step in (0, 8, 9, 10):
-        row["eval/success_rate"] = final if step == STEPS else final * frac
+        row["eval/success_rate"] = final if step == STEPS else initial + (final - initial) * frac
     return row
 
 
@@ -63,12 +64,12 @@ def write_cell(root: Path, *, name: str, arm: str, env: str, seed: int, role: st
     run.write_config(OmegaConf.to_yaml(cfg))
     last = STEPS if status == "done" else STEPS - 1
     for step in range(last + 1):
-        run.append_metrics(_metrics(final if final is not None else 0.0, seed, step))
+        run.append_metrics(_metrics(final if final is not None else 0.0, INITIAL[env], seed, step))
     if status == "failed":
         run.write_error("Traceback: synthetic failure\n")
         return cell
     var = 0.0001 * (1 + seed)
-    run.write_summary({"status": status, "cell_id": cell_id, "final_eval_success": final, "initial_eval_success": 0.0,
+    run.write_summary({"status": status, "cell_id": cell_id, "final_eval_success": final, "initial_eval_success": INITIAL[env],
                        "var_last20": var, "noise_floor": final * (1 - final) / 256, "theta": 0.0025, "stable": stable,
                        "n_eval": 256, "steps": last, "wall_seconds": 1.0, "git_sha": sha, "git_dirty": False,
                        "versions": {"arena": "0.1.0"}, "host": "synthetic", "slurm_job_id": None})

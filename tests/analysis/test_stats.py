@@ -25,7 +25,7 @@ def test_iqm_by_hand():
 
 def test_bootstrap_ci_matches_direct_scipy_call():
     x = np.array([40.0, 55.0, 60.0, 72.0, 81.0])
-    direct = sps.bootstrap((x,), np.mean, n_resamples=2000, confidence_level=0.95, method="percentile",
+    direct = sps.bootstrap((x,), np.mean, n_resamples=stats.N_RESAMPLES, confidence_level=0.95, method="percentile",
                            rng=np.random.default_rng(0))
     low, high = stats.stratified_bootstrap_ci([x])
     assert low == pytest.approx(direct.confidence_interval.low, rel=1e-12)
@@ -38,7 +38,7 @@ def test_stratified_bootstrap_matches_direct_scipy_call():
     def mean_of_means(x, y, axis=-1):  # (mean(a*) + mean(b*)) / 2, each env resampled on its own
         return (np.mean(x, axis=axis) + np.mean(y, axis=axis)) / 2
 
-    direct = sps.bootstrap((a, b), mean_of_means, n_resamples=2000, method="percentile", paired=False,
+    direct = sps.bootstrap((a, b), mean_of_means, n_resamples=stats.N_RESAMPLES, method="percentile", paired=False,
                            rng=np.random.default_rng(0))
     low, high = stats.stratified_bootstrap_ci([a, b])
     assert (low, high) == pytest.approx((direct.confidence_interval.low, direct.confidence_interval.high), rel=1e-12)
@@ -61,8 +61,49 @@ def test_probability_of_improvement_by_hand():
     assert math.isnan(stats.probability_of_improvement({"a": [1]}, {"b": [1]}))
 
 
-def test_relative_change_only_above_ten_points():
-    assert stats.change_vs_baseline(65.0, 50.0) == (15.0, 0.3)
-    # the paper's Sokoban case: 5.51 -> -0.23 is a -5.74 point change, no relative number
-    delta, rel = stats.change_vs_baseline(-0.23, 5.51)
-    assert delta == pytest.approx(-5.74, abs=1e-12) and rel is None
+def test_paired_comparison_by_hand():
+    # the same seeds 0, 1, 2: arm [41, 51, 61] vs baseline [40, 50, 60] -> d = [1, 1, 1]; every
+    # resample of d has mean 1, so the paired CI is [1, 1] and the verdict "better"
+    arm, base = {0: 41.0, 1: 51.0, 2: 61.0}, {0: 40.0, 1: 50.0, 2: 60.0}
+    d = stats.paired_differences(arm, base)
+    assert list(d) == [1.0, 1.0, 1.0]
+    assert stats.paired_bootstrap_ci([d]) == (1.0, 1.0) and stats.verdict((1.0, 1.0)) == stats.BETTER
+    # unpaired, the same data look like noise: 41 beats 1 of [40, 50, 60], 51 beats 2, 61 beats 3
+    # -> P = 6/9; and the unpaired CIs of the two means ([41, 61] and [40, 60]) overlap
+    assert stats.probability_of_improvement({"t": [41, 51, 61]}, {"t": [40, 50, 60]}) == pytest.approx(6 / 9, rel=1e-15)
+    # only seeds both have, and finite: seed 3 (baseline lacks it) and seed 1 (NaN) drop out
+    d = stats.paired_differences({0: 5.0, 1: float("nan"), 2: 9.0, 3: 1.0}, {0: 2.0, 1: 1.0, 2: 10.0})
+    assert list(d) == [3.0, -1.0]
+
+
+def test_paired_ci_with_three_seeds_is_min_max():
+    # n = 3: a resample is all-min with probability (1/3)^3 = 1/27 = 3.7% > 2.5%, so the percentile
+    # bounds are exactly min(d) and max(d): d = [5, 15, 22] -> [5, 22], whatever the bootstrap seed
+    for seed in (0, 1, 7):
+        assert stats.paired_bootstrap_ci([[5.0, 15.0, 22.0]], seed=seed) == (5.0, 22.0)
+    # two envs, one constant: d_1 = [15, 15, 15], d_2 = [5, 15, 22] -> (15 + [5, 22]) / 2 = [10, 18.5]
+    assert stats.paired_bootstrap_ci([[15.0] * 3, [5.0, 15.0, 22.0]]) == (10.0, 18.5)
+    assert "75%" in stats.percentile_ci_coverage_note(3)  # 1 - 2 * 0.5^3
+
+
+def test_verdict_by_sign_of_the_ci():
+    assert stats.verdict((0.5, 3.0)) == stats.BETTER and stats.verdict((-3.0, -0.5)) == stats.WORSE
+    assert stats.verdict((-1.0, 2.0)) == stats.NO_DIFFERENCE and stats.verdict((0.0, 3.0)) == stats.NO_DIFFERENCE
+    assert stats.verdict(None) is None
+
+
+def test_iqm_and_improvement_cis_match_direct_scipy_calls():
+    a, b = np.array([40.0, 50.0, 60.0, 70.0]), np.array([5.0, 5.0, 8.0])
+
+    def pooled_iqm(x, y, axis=-1):  # IQM of the 7 pooled scores, each env resampled on its own
+        return sps.trim_mean(np.concatenate([x, y], axis=axis), 0.25, axis=axis)
+
+    direct = sps.bootstrap((a, b), pooled_iqm, n_resamples=stats.N_RESAMPLES, method="percentile",
+                           rng=np.random.default_rng(0))
+    assert stats.iqm_ci([a, b]) == pytest.approx((direct.confidence_interval.low, direct.confidence_interval.high), rel=1e-12)
+    # P(X > Y) CI: x = [1, 2, 3] beats y = [0, 0, 0] in every resample -> [1, 1]
+    assert stats.probability_of_improvement_ci({"t": [1, 2, 3]}, {"t": [0, 0, 0]}) == (1.0, 1.0)
+    # identical samples: P = 1/2 exactly; the CI holds it
+    low, high = stats.probability_of_improvement_ci({"t": [1, 2, 3]}, {"t": [1, 2, 3]})
+    assert low < 0.5 < high
+    assert stats.probability_of_improvement_ci({"t": [1, 2]}, {"t": [0, 0, 0]}) is None  # n < 3
