@@ -45,7 +45,7 @@ def test_cli_rejects_an_unknown_rollout_name_listing_the_valid_ones(capsys):
 
 def test_the_arena_rollout_needs_only_verl_and_ray(monkeypatch):
     # rollout.name=arena (the default) asks for no rollout engine package; vllm does
-    found = {"verl", "ray"}
+    found = {"verl", "ray", launch.ARENA_ROLLOUT_MODULE}
     monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: object() if name in found else None)
     assert launch.missing_packages(load_config(["backend=verl"])) == []
     assert launch.missing_packages(load_config(["backend=verl", "rollout.name=vllm"])) == [
@@ -54,11 +54,11 @@ def test_the_arena_rollout_needs_only_verl_and_ray(monkeypatch):
     missing = launch.missing_for_training(load_config(["backend=verl", "device=cpu", "rollout.name=sglang"]))
     assert missing[-1] == "a rollout engine that runs on the CPU (rollout.name=sglang needs a GPU)"
     assert "use rollout.name=arena" in launch.describe_missing(missing)
-    # while arena's rollout module is absent, rollout.name=arena says so instead of starting Ray
+    assert launch.missing_for_training(load_config(["backend=verl", "device=cpu"])) == []
+    # if arena's rollout module cannot be imported, rollout.name=arena says so instead of starting Ray
     monkeypatch.setattr(launch, "ARENA_ROLLOUT_MODULE", "arena.backends.verl.no_such_module")
     missing = launch.missing_for_training(load_config(["backend=verl", "device=cpu"]))
-    assert missing == ["arena's rollout for verl (arena.backends.verl.no_such_module is not built yet; "
-                       "docs/verl.md, Status); rollout.name=vllm runs on a GPU machine"]
+    assert missing == ["arena's rollout for verl (arena.backends.verl.no_such_module is not importable)"]
 
 
 def test_run_training_without_gpu_exits_2_and_records_why_in_an_existing_folder(tmp_path, monkeypatch):
@@ -78,8 +78,6 @@ def ready(monkeypatch):
     """Packages and GPUs 'present' (2 nodes x 4 GPUs, as the multi-node script says), an existing
     Ray cluster named by RAY_ADDRESS (so no head is started), and a fake run_ppo."""
     monkeypatch.setattr(launch, "missing_packages", lambda cfg=None: [])
-    # rollout.name=arena's module "present" (an existing module stands in while it is not built)
-    monkeypatch.setattr(launch, "ARENA_ROLLOUT_MODULE", "arena.backends.verl.cpu_platform")
     monkeypatch.setenv("ARENA_VERL_GPUS_PER_NODE", "4")
     monkeypatch.setenv("ARENA_VERL_NNODES", "2")
     monkeypatch.setenv("RAY_ADDRESS", "head-node:1")
@@ -258,8 +256,12 @@ def test_cpu_run_gets_the_cpu_platform_and_verl_settings_everywhere(tmp_path, re
     for key, value in cpu_overrides().items():
         assert OmegaConf.select(config, key) == value, key
     assert config.actor_rollout_ref.rollout.name == "arena" and config.trainer.n_gpus_per_node == 1
-    assert dict(config.ray_kwargs.ray_init.runtime_env.env_vars).items() >= CPU_ENV.items()
-    assert seen["env"] == CPU_ENV  # the driver process too, before run_ppo imports verl's workers
+    assert config.actor_rollout_ref.rollout.tensor_model_parallel_size == 1
+    # both plugin modules are imported by `import verl` in every process; the CPU platform chosen
+    want = {"VERL_PLATFORM": "cpu",
+            "VERL_USE_EXTERNAL_MODULES": "arena.backends.verl.cpu_platform,arena.backends.verl.arena_rollout"}
+    assert dict(config.ray_kwargs.ray_init.runtime_env.env_vars).items() >= want.items()
+    assert seen["env"] == want  # the driver process too, before run_ppo imports verl's workers
 
 
 def test_cpu_platform_is_registered_and_chosen_by_verl_platform(monkeypatch):

@@ -105,8 +105,9 @@ from __future__ import annotations
 
 
 def register() -> None:
-    """Register arena's policy loss and advantage estimators in verl's registries (idempotent).
+    """Register arena's policy loss, advantage estimators and "arena" rollout in verl's
+    registries (idempotent).
 
-    Importing the two modules registers them; this function exists so that a driver or a Ray
-    worker can call it explicitly. It imports verl."""
-    from . import advantages, policy_loss  # noqa: F401  (registration on import)
+    Importing the modules registers them; this function exists so that a driver or a Ray
+    worker can call it explicitly. It imports verl and ray."""
+    from . import advantages, arena_rollout, policy_loss  # noqa: F401  (registration on import)

@@ -20,8 +20,9 @@ The trainer subclass gets the run folder as $ARENA_RUN_DIR (and as the parent of
 settings from config.yaml there.
 
 Device and rollout engine: `rollout.name` becomes verl's `actor_rollout_ref.rollout.name`;
-`device=cpu` adds `cpu_platform.cpu_overrides()` to verl's config and `cpu_platform.CPU_ENV` to
-the environment of this process and of every Ray worker (docs/verl.md, CPU runs). Its fit() appends metrics rows and writes summary.json; if it returned
+`device=cpu` adds `cpu_platform.cpu_overrides()` to verl's config; `verl_env` (verl's plugin
+env vars: the arena rollout's and the CPU platform's modules) goes into the environment of this
+process and of every Ray worker (docs/verl.md, CPU runs). Its fit() appends metrics rows and writes summary.json; if it returned
 without one, run_training writes it from metrics.jsonl.
 """
 from __future__ import annotations
@@ -61,6 +62,8 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
         "trainer.experiment_name": wandb_init_kwargs(cfg, cell_id(cfg), run.path)["name"],
         "actor_rollout_ref.rollout.name": rollout_name(cfg),
     }
+    if rollout_name(cfg) == "arena":  # one server per worker: arena's sampler is not tensor-parallel
+        out["actor_rollout_ref.rollout.tensor_model_parallel_size"] = 1
     if not uses_gpu(cfg):
         from .cpu_platform import cpu_overrides
 
@@ -80,19 +83,27 @@ def worker_env(cfg, run: RunFolder) -> dict[str, str]:
            "WANDB_MODE": mode, "ARENA_RUN_DIR": str(run.path)}
     if kw["entity"]:
         env["WANDB_ENTITY"] = str(kw["entity"])
-    env.update(platform_env(cfg))
+    env.update(verl_env(cfg))
     return env
 
 
-def platform_env(cfg) -> dict[str, str]:
-    """The env vars that select verl's platform: `cpu_platform.CPU_ENV` when device=cpu."""
-    from .launch import uses_gpu
+def verl_env(cfg) -> dict[str, str]:
+    """verl's plugin env vars for every process of the run: $VERL_USE_EXTERNAL_MODULES names
+    the modules `import verl` imports first (arena_rollout registers rollout.name=arena;
+    cpu_platform registers the CPU platform), and $VERL_PLATFORM=cpu selects it when device=cpu."""
+    from .launch import ARENA_ROLLOUT_MODULE, rollout_name, uses_gpu
 
-    if uses_gpu(cfg):
-        return {}
-    from .cpu_platform import CPU_ENV
+    env, modules = {}, []
+    if not uses_gpu(cfg):
+        from .cpu_platform import CPU_ENV
 
-    return dict(CPU_ENV)
+        env.update(CPU_ENV)
+        modules.append(CPU_ENV["VERL_USE_EXTERNAL_MODULES"])
+    if rollout_name(cfg) == "arena":
+        modules.append(ARENA_ROLLOUT_MODULE)
+    if modules:
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules)
+    return env
 
 
 def checkpoint_step(ckpt_dir: Path) -> int:
@@ -175,7 +186,7 @@ def run_training(cfg, log=print) -> int:
 
         from .task_runner import RemoteArenaTaskRunner
 
-        os.environ.update(platform_env(cfg))  # this process too (verl reads them on import)
+        os.environ.update(verl_env(cfg))  # this process too (verl reads them on import)
         with ray_cluster(run, log=log, num_gpus=None if uses_gpu(cfg) else 0):
             run_ppo(verl_cfg, task_runner_class=RemoteArenaTaskRunner)
         summary = run.summary() or writer.finish()  # the trainer's fit() writes it; else here
