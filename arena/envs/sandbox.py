@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 import os
 import shutil
 import sys
@@ -66,6 +67,12 @@ def _candidates(mode: str) -> list[tuple]:
     return out
 
 
+def _namespace_options() -> list[tuple[bool, bool]]:
+    """(read-only mounts, seccomp) to try under namespaces: read-only where mount_setattr
+    exists (Linux >= 5.12); no seccomp (the network namespace already has no network)."""
+    return [(True, False), (False, False)]
+
+
 def _probe(plan: Plan) -> Optional[bool]:
     """True: the plan runs a stdlib program; False: it fails; None: every try timed out."""
     for timeout in PROBE_TIMEOUTS:
@@ -87,20 +94,19 @@ def _plan(mode: str) -> Plan:
         tried = []
         for prefix, drops in _candidates(mode):
             for interpreter in _interpreter_candidates():
-                for drop in drops:
-                    for use_landlock in landlock:
-                        for use_seccomp in (seccomp if not prefix else [False]):
-                            plan = Plan(prefix, interpreter, drop, use_landlock, use_seccomp)
-                            ok = _probe(plan)
-                            if ok is None:  # never fall back to a weaker plan on a timeout
-                                raise SandboxUnavailable(
-                                    f"sandbox: probing {plan.label} with {interpreter} timed out "
-                                    f"{len(PROBE_TIMEOUTS)} times (machine overloaded?); nothing "
-                                    "was chosen, the next call probes again")
-                            if ok:
-                                _PLANS[mode] = plan
-                                return plan
-                            tried.append(plan.label)
+                options = _namespace_options() if prefix else [(False, s) for s in seccomp]
+                for drop, use_landlock, (read_only, use_seccomp) in itertools.product(drops, landlock, options):
+                    plan = Plan(prefix, interpreter, drop, use_landlock, use_seccomp, read_only)
+                    ok = _probe(plan)
+                    if ok is None:  # never fall back to a weaker plan on a timeout
+                        raise SandboxUnavailable(
+                            f"sandbox: probing {plan.label} with {interpreter} timed out "
+                            f"{len(PROBE_TIMEOUTS)} times (machine overloaded?); nothing "
+                            "was chosen, the next call probes again")
+                    if ok:
+                        _PLANS[mode] = plan
+                        return plan
+                    tried.append(plan.label)
         raise SandboxUnavailable(_refusal(mode, tried))
 
 
@@ -134,7 +140,7 @@ def isolation(mode: str = "auto") -> dict[str, Any]:
 
 
 def mode_in_force(mode: str = "auto") -> str:
-    """The label of the mode `run_code(mode=mode)` uses, e.g. "namespaces+uid+landlock"."""
+    """The label of the mode `run_code(mode=mode)` uses, e.g. "namespaces+uid+readonly+landlock"."""
     return _plan(mode).label
 
 

@@ -45,6 +45,7 @@ class Plan:
     drop_uid: str  # "pool" | "nobody" | "none"
     landlock: bool  # Landlock restriction applied in the child
     seccomp: bool  # seccomp filter (plain mode only: no inet sockets, no SysV IPC)
+    read_only: bool = False  # namespaces: every mount read-only (mount_setattr, Linux >= 5.12)
 
     @property
     def kind(self) -> str:
@@ -54,9 +55,9 @@ class Plan:
 
     @property
     def label(self) -> str:
-        """The mode in force, e.g. "namespaces+uid+landlock" (recorded with each run)."""
-        extras = [name for name, on in (("uid", self.drop_uid != "none"), ("landlock", self.landlock),
-                                         ("seccomp", self.seccomp)) if on]
+        """The mode in force, e.g. "namespaces+uid+readonly+landlock" (recorded with each run)."""
+        extras = [name for name, on in (("uid", self.drop_uid != "none"), ("readonly", self.read_only),
+                                         ("landlock", self.landlock), ("seccomp", self.seccomp)) if on]
         return "+".join([self.kind, *extras])
 
 
@@ -187,7 +188,7 @@ def _child_config(plan: Plan, code_path: str, host_dir: str, uid: Optional[int],
         "code_path": code_path,
         "work_dir": NS_WORK_DIR if plan.namespace_cmd else host_dir,
         "tmpfs": PRIVATE_TMP_DIRS if plan.namespace_cmd else [],
-        "read_only_root": bool(plan.namespace_cmd),
+        "read_only_root": plan.read_only,
         "hidden_dirs": hidden_home(plan) if plan.namespace_cmd else [],
         "tmpfs_options": f"size={tmpfs_mb}m,nr_inodes=4096,mode=1777",
         "ipc_namespace": bool(plan.namespace_cmd),

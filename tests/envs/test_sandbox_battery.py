@@ -43,7 +43,7 @@ NEXT_CALL = "import os, ctypes; print(ctypes.CDLL(None).shmget({key}, 0, 0), " \
 def run_battery(mode: str, values: dict, disable: tuple = ()) -> None:
     """Print one JSON line per attack (flushed: a killed trainer keeps what it printed), the
     clean call that looks for what they left just before the kills. `disable` names layers
-    ("landlock", "seccomp") to leave out, to measure what the mode holds without them."""
+    ("landlock", "seccomp", "readonly") to leave out, to measure what the mode holds without them."""
     import ctypes.util
     import json
     import sys
@@ -52,6 +52,8 @@ def run_battery(mode: str, values: dict, disable: tuple = ()) -> None:
 
     if "landlock" in disable:
         sandbox.landlock_abi = lambda: 0
+    if "readonly" in disable:
+        sandbox._namespace_options = lambda: [(False, False)]
     if "seccomp" in disable:
         ctypes.util.find_library = lambda name: None
 

@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 # (trainer user, requested mode, layers left out to measure the mode without them)
 CASES = [("root", "auto", ()), ("root", "plain", ()), ("nobody", "auto", ()), ("nobody", "plain", ()),
          ("root", "auto", ("landlock",)), ("root", "plain", ("landlock", "seccomp")),
-         ("nobody", "auto", ("landlock",)), ("nobody", "plain", ("landlock", "seccomp"))]
+         ("nobody", "auto", ("landlock",)), ("nobody", "auto", ("landlock", "readonly")),
+         ("nobody", "plain", ("landlock", "seccomp"))]
 TRAINER = """
 import json, sys
 sys.path.insert(0, {repo!r})
@@ -38,11 +39,12 @@ def expected_to_hold(label: str, attack: str) -> bool:
     """Which attacks the layers of mode `label` are meant to stop (docs/sandbox.md, Layers)."""
     ns = label.startswith(("namespaces", "user-namespaces"))  # net, pid, ipc, mount, private /proc
     uid, landlock, seccomp = "+uid" in label, "+landlock" in label, "+seccomp" in label
+    read_only = "+readonly" in label  # every mount read-only but the private tmpfs dirs
     abi = sandbox.landlock_abi() if landlock else 0
     rules = {
         "read_home_netrc": uid or landlock or ns,  # ns: an empty tmpfs over $HOME
         "read_secret_file": uid or landlock, "shell_reads_secret_file": uid or landlock,
-        "write_trainer_dir": uid or landlock or ns, "delete_trainer_file": uid or landlock or ns,  # ns: read-only
+        "write_trainer_dir": uid or landlock or read_only, "delete_trainer_file": uid or landlock or read_only,
         "read_parent_environ": uid or ns or landlock,  # Landlock: no ptrace out of the domain
         "kill_parent": uid or ns or abi >= 6, "kill_everything": uid or ns or abi >= 6,
         "tcp_localhost": ns or seccomp or abi >= 4, "udp_localhost": ns or seccomp,
@@ -123,7 +125,7 @@ def test_attack_battery(user, mode, disable, victim_dir, capsys):
         remove_leftovers(values)
     assert "mode_in_force" in results, f"the trainer failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     label = results["mode_in_force"]
-    assert not {"landlock", "seccomp"} & set(label.split("+")) & set(disable)
+    assert not {"landlock", "seccomp", "readonly"} & set(label.split("+")) & set(disable)
     got = verdicts(results, values, host)
     with capsys.disabled():
         print(f"\n{user}/{mode} -> {label}: " + ", ".join(f"{k}={v}" for k, v in got.items()))
