@@ -147,8 +147,11 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     history = run.read_metrics()
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
     t_start = time.time()
-    status, collapse = "done", None
-    for step in range(first_step, cfg.steps + 1):
+    # a resumed run judges the rows it kept too: a collapse before the checkpoint stays a collapse
+    collapse = collapse_reason(history, cfg.steps, min_format_valid=cfg.stability.min_format_valid)
+    status = "collapsed" if collapse else "done"
+    stopped = collapse is not None and cfg.stability.stop_on_collapse
+    for step in range(first_step, cfg.steps + 1) if not stopped else ():
         row: dict = {"step": step}
         t0 = time.perf_counter()
         if step > 0:
