@@ -1,4 +1,4 @@
-"""Launch code of the verl backend (issue #7 item 5): no GPU id and no port is written into the
+"""Launch code of the verl backend: no GPU id and no port is written into the
 templates or the launch code; the free-port / temp-dir helpers give usable, distinct values; the
 multi-node sbatch template renders into a valid bash script."""
 import re

@@ -1,4 +1,4 @@
-"""Batched sampling with a KV cache, and the rollout loop's policy adapter (issue #4).
+"""Batched sampling with a KV cache, and the rollout loop's policy adapter.
 
 `sample_tokens` takes variable-length prompts (lists of token ids), left-pads them, prefills
 once (each distinct prompt once) and then decodes one token per step for the whole batch. A

@@ -1,4 +1,4 @@
-"""A tiny tokenizer trained locally on the environments' text (issue #4).
+"""A tiny tokenizer trained locally on the environments' text.
 
 Two kinds, both byte-level BPE (so every string encodes, nothing maps to `<unk>`, and
 `decode(encode(x)) == x` exactly):

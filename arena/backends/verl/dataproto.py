@@ -1,4 +1,4 @@
-"""TurnBatch <-> verl `DataProto` (one verl row per turn-sample; decisions.md §F).
+"""TurnBatch <-> verl `DataProto` (one verl row per turn-sample; docs/design.md, Per-turn batch).
 
 Layout of the DataProto:
 - `non_tensor_batch` (numpy, one entry per row): the row-aligned §F fields under their own

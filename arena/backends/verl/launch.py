@@ -1,4 +1,4 @@
-"""What a verl run needs on the machine, and the multi-node SLURM script (issue #7 item 5).
+"""What a verl run needs on the machine, and the multi-node SLURM script.
 
 - `missing_packages(cfg)` / `missing_for_training(cfg)`: what is absent here for this run's
   `rollout.name` and `device`, as readable items; the CLI turns a non-empty list into exit 2

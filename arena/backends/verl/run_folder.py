@@ -1,5 +1,5 @@
-"""The run folder of a verl run (decisions.md §F): same files and metric keys as the embedded
-backend, so sweeps and reports treat both backends alike.
+"""The run folder of a verl run (docs/design.md, Run folder): same files and metric keys as
+the embedded backend, so sweeps and reports treat both backends alike.
 
 `VerlRunWriter` is fed verl's per-step metrics dict (what `RayPPOTrainer.fit` hands its
 `Tracking` logger: `actor/pg_loss`, `actor/ppo_kl`, `critic/score/mean`, `timing_s/step`, ...,
