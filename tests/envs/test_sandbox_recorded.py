@@ -2,7 +2,7 @@
 the run's config.yaml, summary.json and W&B config (docs/sandbox.md, Modes). A tiny
 embedded run (random init, 1 step, 2 demos) with a stand-in W&B run; slow suite (the model
 set-up alone takes over 5 s). The fast suite checks `env_isolation` itself
-(tests/envs/test_sandbox_issue_attacks.py)."""
+(tests/envs/test_sandbox_findings.py)."""
 from __future__ import annotations
 
 import json
