@@ -82,11 +82,12 @@ class BCConfig:
     # Stop on a validation band instead of a fixed step count (docs/testbed.md, BC band):
     # `steps` is then the cap; greedy success on `val_n` validation rooms (training seeds,
     # disjoint from the eval set) is measured every `val_every` steps from `min_steps` on, and
-    # SFT stops at the first check >= band[0]. An empty band = exactly `steps` steps.
+    # SFT stops once `confirm` checks in a row are >= band[0]. An empty band = exactly `steps` steps.
     band: List[float] = field(default_factory=list)
     val_n: int = 256
     val_every: int = 20
     min_steps: int = 200
+    confirm: int = 1
 
 
 @dataclass

@@ -3,9 +3,14 @@
 Greedy success of a BC model rises steeply over a few hundred SFT steps (a phase transition),
 and where a fixed step count lands on that slope depends on the seed and on the machine's
 floating-point kernels. So BC checks greedy success on `bc.val_n` validation rooms every
-`bc.val_every` steps (from `bc.min_steps` on) and stops at the first check with
+`bc.val_every` steps (from `bc.min_steps` on) and stops at the first check where the last
+`bc.confirm` checks all have
 
     success_val(step) >= band[0]
+
+Greedy success swings by +-10 points between checks 20 steps apart on the rising slope, so one
+check above band[0] can be a spike that the next SFT step (or the first RL steps) undo;
+`confirm: 2` waits for two in a row (docs/testbed.md, BC band).
 
 The validation rooms are training seeds VAL_SEED_OFFSET + i (i < val_n): disjoint from the
 held-out eval set (seeds >= EVAL_SEED_OFFSET) and from the demonstration rooms (seeds < demos).
@@ -30,11 +35,12 @@ class BandStop:
     """`stop(step) -> bool` for `sft`: evaluates on the validation rooms at check steps."""
 
     def __init__(self, cfg, model, tokenizer, *, band: tuple[float, float], val_n: int, every: int,
-                 min_steps: int, log: Callable = print):
+                 min_steps: int, confirm: int = 1, log: Callable = print):
         if not (0.0 <= band[0] <= band[1] <= 1.0):
             raise ValueError(f"bc.band must be [low, high] with 0 <= low <= high <= 1; got {list(band)}")
         self.cfg, self.model, self.tokenizer, self.log = cfg, model, tokenizer, log
         self.band, self.seeds, self.every, self.min_steps = band, val_seeds(val_n), max(1, every), min_steps
+        self.confirm = max(1, int(confirm))
         self.curve: list[tuple[int, float]] = []  # (step, validation success)
 
     @classmethod
@@ -45,7 +51,7 @@ class BandStop:
         if len(band) != 2:
             raise ValueError(f"bc.band must be [low, high] (two numbers) or []; got {band}")
         return cls(cfg, model, tokenizer, band=(float(band[0]), float(band[1])), val_n=cfg.bc.val_n,
-                   every=cfg.bc.val_every, min_steps=cfg.bc.min_steps, log=log)
+                   every=cfg.bc.val_every, min_steps=cfg.bc.min_steps, confirm=cfg.bc.confirm, log=log)
 
     def __call__(self, step: int) -> bool:
         at_cap = step >= self.cfg.bc.steps
@@ -55,7 +61,8 @@ class BandStop:
         self.model.train()  # evaluate() switched to eval mode; SFT continues
         self.curve.append((step, success))
         self.log(f"[bc] step {step}: validation success {success:.3f} (band {self.band[0]:.2f}-{self.band[1]:.2f})")
-        return success >= self.band[0]
+        last = [s for _, s in self.curve[-self.confirm:]]
+        return len(last) == self.confirm and min(last) >= self.band[0]
 
     def report(self) -> dict:
         last = self.curve[-1][1] if self.curve else None
