@@ -94,7 +94,9 @@ class ChatClient:
 
     def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
                  max_retries: int = 5, backoff: float = 0.5, max_wait: float = 60.0, max_tokens: int = 1024,
-                 temperature: float = 0.0, top_p: float = 1.0, seed: Optional[int] = None, concurrency: int = 4):
+                 max_tokens_field: str = "max_tokens", temperature: Optional[float] = 0.0, top_p: Optional[float] = 1.0,
+                 seed: Optional[int] = None, concurrency: int = 4):
+        """temperature / top_p None: not sent (OpenAI reasoning models accept only their defaults)."""
         headers = {}
         if api_key_env:
             key = os.environ.get(api_key_env)
@@ -102,9 +104,8 @@ class ChatClient:
                 raise KeyError(api_key_env)
             headers["Authorization"] = f"Bearer {key}"
         self.model, self.max_retries, self.backoff, self.max_wait = model, max_retries, backoff, max_wait
-        self.params = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p}
-        if seed is not None:
-            self.params["seed"] = seed
+        optional = {"temperature": temperature, "top_p": top_p, "seed": seed}
+        self.params = {max_tokens_field: max_tokens, **{k: v for k, v in optional.items() if v is not None}}
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         self.http = httpx.Client(base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout, limits=limits)
 

@@ -44,7 +44,7 @@ class LocalModel:
         """Chat messages -> prompt ids (module docstring)."""
         if getattr(self.tokenizer, "chat_template", None):
             ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
         text = "\n\n".join(str(m.get("content") or "") for m in messages)
         return self.tokenizer.encode(text, add_special_tokens=False)
 

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 POLICIES = ("checkpoint", "openai")
 PARADIGMS = ("sla", "debate", "aggressive_debate")
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
 # eval-only keys and their defaults (docs/eval.md, Keys)
 DEFAULTS: dict[str, Any] = {
@@ -34,6 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "retry.max_wait": 60.0,  # cap on one wait, Retry-After included
     "timeout": 60.0,  # seconds per attempt (connect and read)
     "max_tokens": None,  # per reply; default: env.max_new_tokens (checkpoint), 1024 (openai)
+    "max_tokens_field": "max_tokens",  # max_completion_tokens for OpenAI reasoning models (o-series, gpt-5)
+    "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
     "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
 }
 SERVE_DEFAULTS: dict[str, Any] = {"model.path": None, "port": 8000, "host": "127.0.0.1", "served_name": None,
@@ -61,6 +64,8 @@ class EvalOptions:
     max_wait: float
     timeout: float
     max_tokens: int
+    max_tokens_field: str
+    sampling_params: bool
     chunk: int
 
     def public(self) -> dict:
@@ -125,6 +130,10 @@ def build_options(opts: dict, cfg) -> EvalOptions:
             raise BadEvalInput(f"paradigm={o['paradigm']} needs a chat endpoint: serve the checkpoint "
                                "(arena serve model.path=...) and use policy=openai; valid for policy=checkpoint: sla")
         label = o["label"] or "/".join(Path(cfg.model.path).resolve().parts[-2:])  # e.g. <bc hash>/model
+    if o["max_tokens_field"] not in MAX_TOKENS_FIELDS:
+        raise BadEvalInput(f"unknown max_tokens_field {o['max_tokens_field']!r}; valid: {', '.join(MAX_TOKENS_FIELDS)}")
+    if not isinstance(o["sampling_params"], bool):
+        raise BadEvalInput(f"sampling_params={o['sampling_params']!r}; valid: true, false")
     default_tokens = OPENAI_MAX_TOKENS if o["policy"] == "openai" else cfg.env.max_new_tokens
     return EvalOptions(
         policy=o["policy"], paradigm=o["paradigm"], model=o["model"], base_url=str(o["base_url"]).rstrip("/"),
@@ -134,13 +143,13 @@ def build_options(opts: dict, cfg) -> EvalOptions:
         max_retries=_int("retry.max", o["retry.max"], 0), backoff=_float("retry.backoff", o["retry.backoff"], 0.0),
         max_wait=_float("retry.max_wait", o["retry.max_wait"], 0.0), timeout=_float("timeout", o["timeout"], 0.001),
         max_tokens=_int("max_tokens", o["max_tokens"] if o["max_tokens"] is not None else default_tokens, 1),
-        chunk=_int("chunk", o["chunk"], 1),
+        max_tokens_field=o["max_tokens_field"], sampling_params=o["sampling_params"], chunk=_int("chunk", o["chunk"], 1),
     )
 
 
 # Options that do not change what an episode computes: left out of the eval id, so a rerun
 # with more concurrency or patience reuses the cached episodes.
-NOT_IN_EVAL_ID = ("label", "api_key_env", "concurrency", "max_retries", "backoff", "max_wait", "timeout", "chunk")
+NOT_IN_EVAL_ID = ("label", "api_key_env", "max_tokens_field", "concurrency", "max_retries", "backoff", "max_wait", "timeout", "chunk")
 
 
 def eval_id(cfg, options: EvalOptions) -> str:

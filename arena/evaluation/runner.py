@@ -49,12 +49,13 @@ class Progress:
         self.total, self.log, self.done, self.won, self.retries = total, log, 0, 0, 0
         self.every, self.lock, self.start = max(1, total // 10), threading.Lock(), time.time()
 
-    def add(self, record: dict) -> None:
+    def add(self, records: list[dict]) -> None:
         with self.lock:
-            self.done += 1
-            self.won += int(record["won"])
-            self.retries += int(record["retries"])
-            if self.done % self.every == 0 or self.done == self.total:
+            before = self.done
+            self.done += len(records)
+            self.won += sum(int(r["won"]) for r in records)
+            self.retries += sum(int(r["retries"]) for r in records)
+            if self.done // self.every > before // self.every or self.done == self.total:
                 self.log(f"[eval] {self.done}/{self.total} episodes, success so far {self.won / self.done:.3f}, "
                          f"retries {self.retries}, {time.time() - self.start:.0f}s")
 
@@ -75,9 +76,10 @@ def run_checkpoint(cfg, options: EvalOptions, path: Path, pending: list[int], pr
         batch, stats = rollout(envs, seeds, 1, policy, penalty_coef=cfg.env.penalty_coef,
                                history_length=cfg.env.history_length, pad_id=local.pad_id,
                                template=cfg.model.prompt_template)
-        for record in records_from_batch(batch, indices, seeds, stats["env_errors"]):
+        records = records_from_batch(batch, indices, seeds, stats["env_errors"])
+        for record in records:
             write_episode(path, record)
-            progress.add(record)
+        progress.add(records)
     return {}
 
 
@@ -85,8 +87,10 @@ def make_client(cfg, options: EvalOptions) -> ChatClient:
     try:
         return ChatClient(options.base_url, options.model, api_key_env=options.api_key_env, timeout=options.timeout,
                           max_retries=options.max_retries, backoff=options.backoff, max_wait=options.max_wait,
-                          max_tokens=options.max_tokens, temperature=float(cfg.eval.temperature),
-                          top_p=float(cfg.eval.top_p), concurrency=options.concurrency)
+                          max_tokens=options.max_tokens, max_tokens_field=options.max_tokens_field,
+                          temperature=float(cfg.eval.temperature) if options.sampling_params else None,
+                          top_p=float(cfg.eval.top_p) if options.sampling_params else None,
+                          concurrency=options.concurrency)
     except KeyError:
         raise BadEvalInput(f"api_key_env={options.api_key_env}: that environment variable is not set; export the "
                            "key there (never pass it as an argument), or api_key_env= (empty) for a server without "
@@ -122,13 +126,18 @@ def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending:
         return record
 
     failures = {}
-    with ThreadPoolExecutor(max_workers=options.concurrency) as pool:
+    pool = ThreadPoolExecutor(max_workers=options.concurrency)
+    try:
         futures = {pool.submit(play, index): index for index in pending}
         for future in as_completed(futures):
             try:
-                progress.add(future.result())
+                progress.add([future.result()])
             except ApiFailure as exc:
                 failures[futures[future]] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - any other error fails this episode only
+                failures[futures[future]] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    finally:  # on Ctrl-C, do not start the episodes still queued
+        pool.shutdown(wait=True, cancel_futures=True)
     return failures
 
 

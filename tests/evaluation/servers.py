@@ -55,6 +55,7 @@ class FaultServer:
         self.max_requests, self.delay_s = max_requests, delay_s
         self.log: list[tuple[str, str]] = []
         self.auth: set = set()  # Authorization headers seen
+        self.bodies: list[dict] = []  # request bodies, in arrival order
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
 
@@ -73,6 +74,7 @@ class FaultServer:
                 fault = self.plan.get(n, "ok") if n <= self.max_requests else "over"
                 self.log.append((request.headers.get("x-arena-episode", ""), fault))
                 self.auth.add(request.headers.get("authorization"))
+                self.bodies.append(body)
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:

@@ -19,6 +19,8 @@ from arena.cli import main
     (["policy=openai", "model=m", "n=0"], "n=0"),  # checked by the run config (eval.n) or by eval
     (["policy=openai", "model=m", "env=chess"], "unknown env 'chess'; valid:"),
     (["policy=openai", "model=m", "no_such_key=1"], "unknown key"),
+    (["policy=openai", "model=m", "max_tokens_field=length"], "unknown max_tokens_field 'length'; valid: max_tokens, max_completion_tokens"),
+    (["policy=openai", "model=m", "sampling_params=maybe"], "sampling_params='maybe'; valid: true, false"),
     (["policy=openai", "model=m", "api_key_env=ARENA_UNSET_KEY_VAR"], "api_key_env=ARENA_UNSET_KEY_VAR: that environment variable is not set"),
 ])
 def test_eval_bad_input_exits_2(args, message, tmp_path, capsys, monkeypatch):

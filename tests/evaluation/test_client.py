@@ -83,3 +83,17 @@ def test_parse_retry_after():
     # an HTTP date 30 s ahead -> about 30 s (the date has 1 s resolution)
     assert 28.0 <= parse_retry_after(formatdate(time.time() + 30, usegmt=True)) <= 31.0
     assert parse_retry_after(formatdate(time.time() - 30, usegmt=True)) == 0.0
+
+
+def test_request_body_for_reasoning_models():
+    # o-series / gpt-5 style: max_completion_tokens, and no temperature or top_p at all
+    server = FaultServer({})
+    reply, _ = chat_once(server, max_tokens=77, max_tokens_field="max_completion_tokens", temperature=None, top_p=None)
+    assert reply.text == GOOD_REPLY
+    body = server.bodies[0]
+    assert body["max_completion_tokens"] == 77 and not {"max_tokens", "temperature", "top_p"} & set(body)
+    assert body["messages"] == [{"role": "user", "content": "Board: #P#"}] and body["model"] == "m"
+    # the defaults: max_tokens and greedy sampling parameters are sent
+    server = FaultServer({})
+    chat_once(server, max_tokens=5)
+    assert {k: server.bodies[0][k] for k in ("max_tokens", "temperature", "top_p")} == {"max_tokens": 5, "temperature": 0.0, "top_p": 1.0}

@@ -127,3 +127,12 @@ def test_an_interrupted_episode_replays_its_paid_turns(tmp_path):
     assert log.replayed == 3 and len(asked_2) - 3 == reference["turns"] - 3  # only the later turns were asked
     assert record == reference  # same actions, outcome, and the paid turns' usage and retries counted once
 
+
+
+def test_reasoning_model_request_options_reach_the_endpoint(fake_key, tmp_path):
+    server = FaultServer({})
+    with running_server(server.app()) as url:
+        args = api_args(url, tmp_path / "e", n=1, sampling_params=False, max_tokens_field="max_completion_tokens")
+        assert eval_main(args, log=lambda *a: None) == 0
+    assert server.bodies and all(b["max_completion_tokens"] == 16 and "temperature" not in b and "top_p" not in b
+                                 and "max_tokens" not in b for b in server.bodies)
