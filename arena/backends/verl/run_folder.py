@@ -17,8 +17,9 @@ An arena key already present wins over a mapped verl key. verl's own keys are ke
 (e.g. `actor/pg_loss`, which the collapse check reads). `actor/updates_per_step` =
 ppo_epochs * mini-batches per step, given by the caller (verl does not log it).
 
-Resume: `start(resume_step)` keeps rows up to the checkpoint's step and drops later ones;
-`metrics.jsonl` is never truncated as a whole. `finish()` writes summary.json last, atomically.
+Resume: `start(resume_step)` keeps the rows up to the checkpoint's step and drops later ones
+(all of them when there is no checkpoint: the rerun starts at step 0; RunFolder.reset_metrics).
+`finish()` writes summary.json last, atomically.
 """
 from __future__ import annotations
 
@@ -77,11 +78,11 @@ class VerlRunWriter:
         self.t_start = time.time()
 
     def start(self, config_yaml: str, *, resume_step: Optional[int] = None) -> None:
-        """Create the folder, write config.yaml; on resume keep the rows up to `resume_step`."""
+        """Create the folder, write config.yaml; keep the rows up to `resume_step`, or none when
+        there is no checkpoint (a rerun from step 0 must not append to a killed run's rows)."""
         self.folder.create()
         self.folder.write_config(config_yaml)
-        if resume_step is not None and self.folder.metrics_file.exists():
-            self.folder.truncate_metrics_after(resume_step)
+        self.folder.reset_metrics(resume_step)
 
     def log(self, verl_metrics: Mapping[str, Any], step: int) -> dict[str, Any]:
         """Append one row (mapped keys, with `step`) to metrics.jsonl; returns it."""
