@@ -14,7 +14,8 @@ protocol then counts as an invalid action. Truncated text is passed on as it is.
 
 The API key is read from the environment variable named by `api_key_env` when the client is
 built, sent only in the Authorization header, and never logged: error messages carry the
-status, the URL path and at most 200 characters of the response body.
+status, the URL path and at most 200 characters of the response body, with the key replaced by
+"[redacted]" should a server echo it.
 """
 from __future__ import annotations
 
@@ -97,12 +98,13 @@ class ChatClient:
                  max_tokens_field: str = "max_tokens", temperature: Optional[float] = 0.0, top_p: Optional[float] = 1.0,
                  seed: Optional[int] = None, concurrency: int = 4):
         """temperature / top_p None: not sent (OpenAI reasoning models accept only their defaults)."""
-        headers = {}
+        headers, self._key = {}, None
         if api_key_env:
             key = os.environ.get(api_key_env)
             if not key:
                 raise KeyError(api_key_env)
             headers["Authorization"] = f"Bearer {key}"
+            self._key = key
         self.model, self.max_retries, self.backoff, self.max_wait = model, max_retries, backoff, max_wait
         optional = {"temperature": temperature, "top_p": top_p, "seed": seed}
         self.params = {max_tokens_field: max_tokens, **{k: v for k, v in optional.items() if v is not None}}
@@ -120,13 +122,18 @@ class ChatClient:
         # wait_k ~ U[0, min(max_wait, backoff * 2^k)], k = attempts so far
         return random.uniform(0.0, min(self.max_wait, self.backoff * 2 ** state.attempt_number))
 
+    def _redact(self, text: str) -> str:
+        """A server that echoes the key in an error body must not put it in our messages."""
+        return text.replace(self._key, "[redacted]") if self._key else text
+
     def _post_once(self, payload: dict, headers: dict) -> Reply:
         response = self.http.post("chat/completions", json=payload, headers=headers)
         status = response.status_code
         if status in RETRY_STATUS or status >= 500:
-            raise RetryableStatus(status, parse_retry_after(response.headers.get("retry-after")), response.text)
+            raise RetryableStatus(status, parse_retry_after(response.headers.get("retry-after")), self._redact(response.text))
         if status != 200:
-            raise ApiFailure(f"HTTP {status} from {response.request.url.path} (not retried): {response.text[:200]}")
+            body = self._redact(response.text)[:200]
+            raise ApiFailure(f"HTTP {status} from {response.request.url.path} (not retried): {body}")
         return parse_reply(response.content)
 
     def chat(self, prompt: str, *, tag: str = "") -> Reply:
@@ -140,6 +147,6 @@ class ChatClient:
             reply = retrying(self._post_once, payload, headers)
         except (RetryableStatus, httpx.TimeoutException, httpx.TransportError) as exc:
             attempts = retrying.statistics.get("attempt_number", self.max_retries + 1)
-            raise ApiFailure(f"{type(exc).__name__}: {exc} (gave up after {attempts} attempts)") from None
+            raise ApiFailure(self._redact(f"{type(exc).__name__}: {exc} (gave up after {attempts} attempts)")) from None
         reply.retries = retrying.statistics.get("attempt_number", 1) - 1
         return reply

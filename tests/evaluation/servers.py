@@ -44,7 +44,8 @@ GOOD_REPLY = "<think>plan</think><action>up</action>"
 
 class FaultServer:
     """A chat-completions app whose n-th request (1-based, over the whole server) gets the
-    fault `plan[n]` (default: a good reply). Faults: "400" (never retried), "429" (Retry-After: `retry_after`), "500",
+    fault `plan[n]` (default: a good reply). Faults: "400" (never retried), "401echo" and
+    "500echo" (the Authorization header echoed in the error body), "429" (Retry-After: `retry_after`), "500",
     "hang" (sleeps `hang_s`, longer than the client's timeout), "malformed" (200, body not
     JSON), "truncated" (200, the reply text cut in the middle). Every request is logged as
     (episode header, fault or "ok"); good replies echo `reply`."""
@@ -85,6 +86,10 @@ class FaultServer:
                 if fault == "429":
                     return JSONResponse({"error": {"message": "rate limited"}}, status_code=429,
                                         headers={"Retry-After": self.retry_after})
+                if fault in ("401echo", "500echo"):  # a careless server that echoes the credentials
+                    status = int(fault[:3])
+                    return JSONResponse({"error": {"message": f"bad key {request.headers.get('authorization')}"}},
+                                        status_code=status)
                 if fault == "400":
                     return JSONResponse({"error": {"message": "bad request"}}, status_code=400)
                 if fault == "500":

@@ -75,9 +75,11 @@ def test_the_key_is_never_written_or_printed(fake_key, tmp_path, capfd):
         for paradigm in ("sla", "debate"):
             assert eval_main(api_args(url, tmp_path / paradigm, n=2, paradigm=paradigm, **{"debate.agents": 3}),
                              log=lambda *a: lines.append(" ".join(map(str, a)))) == 0
-        # a failing run writes error.txt: it must not hold the key either
-        server.plan = {n: "400" for n in range(len(server.log) + 1, len(server.log) + 50)}
+        # failing runs write error.txt: it must not hold the key either, even when the server
+        # echoes the key back in its error bodies (a retried 500, then a final 401)
+        server.plan = {len(server.log) + 1: "500echo", **{n: "401echo" for n in range(len(server.log) + 2, len(server.log) + 50)}}
         assert eval_main(api_args(url, tmp_path / "failing", n=1), log=lambda *a: lines.append(" ".join(map(str, a)))) == 1
+    assert "[redacted]" in (tmp_path / "failing" / "error.txt").read_text()  # the echo was caught
     assert server.auth == {f"Bearer {FAKE_KEY}"}  # the key was used...
     captured = capfd.readouterr()
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
