@@ -68,8 +68,17 @@ def trainer_interpreter(user: str) -> str:
     pytest.skip("no python that user nobody can run with this repository importable")
 
 
-def remove_leftovers(values: dict) -> None:
-    """What a broken mode (a layer left out) let the battery leave on the host."""
+def sandbox_host_dirs() -> set[str]:
+    """Call dirs of user nobody's sandboxes (never another user's calls running meanwhile)."""
+    return {entry.path for entry in os.scandir(tempfile.gettempdir())
+            if entry.name.startswith("arena-sandbox-") and entry.stat(follow_symlinks=False).st_uid == 65534}
+
+
+def remove_leftovers(values: dict, host_dirs_before: set[str]) -> None:
+    """What a broken mode (a layer left out) let the battery leave on the host, and the call
+    dirs of a trainer killed before it could remove them."""
+    for path in sandbox_host_dirs() - host_dirs_before:
+        shutil.rmtree(path, ignore_errors=True)
     token = values["token"]
     for path in (f"/tmp/arena-left-{token}", f"/dev/shm/arena-left-{token}", f"/tmp/arena-escaped-{token}"):
         if os.path.exists(path):
@@ -109,6 +118,7 @@ def test_attack_battery(user, mode, disable, victim_dir, capsys):
     values = {"secret": secret, "public": public, "victim": victim, "netrc": netrc, "token": token,
               "key": int.from_bytes(os.urandom(3), "little") + 1, "secret_env": "env-" + token}
     tcp, udp = socket.socket(socket.AF_INET, socket.SOCK_STREAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    host_dirs_before = sandbox_host_dirs()
     try:
         tcp.bind(("127.0.0.1", 0)), tcp.listen(4), udp.bind(("127.0.0.1", 0))
         tcp.settimeout(0.1), udp.settimeout(0.1)
@@ -122,7 +132,7 @@ def test_attack_battery(user, mode, disable, victim_dir, capsys):
         host = host_state(values, tcp, udp, trainer_survived=proc.returncode == 0)
     finally:
         tcp.close(), udp.close()
-        remove_leftovers(values)
+        remove_leftovers(values, host_dirs_before)
     assert "mode_in_force" in results, f"the trainer failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     label = results["mode_in_force"]
     assert not {"landlock", "seccomp", "readonly"} & set(label.split("+")) & set(disable)
