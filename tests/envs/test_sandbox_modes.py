@@ -70,8 +70,14 @@ def trainer_interpreter(user: str) -> str:
 
 def sandbox_host_dirs() -> set[str]:
     """Call dirs of user nobody's sandboxes (never another user's calls running meanwhile)."""
-    return {entry.path for entry in os.scandir(tempfile.gettempdir())
-            if entry.name.startswith("arena-sandbox-") and entry.stat(follow_symlinks=False).st_uid == 65534}
+    found = set()
+    for entry in os.scandir(tempfile.gettempdir()):
+        try:
+            if entry.name.startswith("arena-sandbox-") and entry.stat(follow_symlinks=False).st_uid == 65534:
+                found.add(entry.path)
+        except FileNotFoundError:  # a call that just ended removed it
+            continue
+    return found
 
 
 def remove_leftovers(values: dict, host_dirs_before: set[str]) -> None:
