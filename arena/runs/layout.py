@@ -28,7 +28,7 @@ RUNS_DIR = "runs"
 
 # What a summary.json must carry to count as the proof of a finished run (docs/design.md,
 # Run folder): values may be null (e.g. no eval point), the keys may not be missing.
-SUMMARY_STATUSES = ("done", "collapsed")
+SUMMARY_STATUSES = ("done", "collapsed", "no_format")
 SUMMARY_FIELDS = ("status", "final_eval_success", "var_last20", "noise_floor", "theta", "stable", "n_eval",
                   "steps", "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
 

@@ -5,8 +5,16 @@ the final window. The window is the eval points with step >= 0.8*T.
     var_last20 = population variance of eval success over the window
     stable     = var_last20 < theta, or "unresolved" if the window has < min_points points
     noise_floor = p(1-p)/n_eval with p the window's mean success (binomial variance of one point)
-Collapse: a non-finite loss, or grad_norm > 10x its running median, or format_valid_ratio < 0.5
-after the first 10% of steps.
+Collapse (a run that had learned something and lost it; docs/design.md §E), the first of:
+  1. a non-finite loss or grad_norm;
+  2. grad_norm > 10x the running median of the earlier grad norms (after 3 of them);
+  3. rollout format_valid_ratio < min_format_valid after the first 10% of steps, in a run whose
+     format-valid ratio (rollout or eval) had earlier been >= min_format_valid;
+  4. eval success s_t <= best/2, where best = max eval success so far (before t), once
+     best - s_0 >= 2 SE with SE = sqrt(s_0(1-s_0)/n + best(1-best)/n) (two-sample binomial SE
+     on n = n_eval episodes) and best > s_0: a real rise, then a fall to half.
+A run that never had the format (no rollout or eval format-valid ratio >= min_format_valid, e.g.
+one from a random init) has not collapsed: its status is `no_format`.
 """
 from __future__ import annotations
 
@@ -43,24 +51,57 @@ def stability(points: Sequence[tuple[int, float]], total_steps: int, *, theta: f
     return out
 
 
-def collapse_reason(history: Sequence[dict], total_steps: int, *, min_format_valid: float = 0.5) -> Optional[str]:
-    """The first collapse condition met by the metrics rows so far, or None."""
+FORMAT_KEYS = ("rollout/format_valid_ratio", "eval/format_valid_ratio")
+
+
+def collapse_reason(history: Sequence[dict], total_steps: int, *, n_eval: Optional[int] = None,
+                    min_format_valid: float = 0.5) -> Optional[str]:
+    """The first collapse condition met by the metrics rows so far, or None. Rule 4 (the eval
+    fall) needs n_eval, the eval episodes per point; without it that rule is not applied."""
     grad_norms: list[float] = []
+    had_format = False
+    s0: Optional[float] = None  # step-0 eval success
+    best: Optional[float] = None  # best eval success before this row
     for row in history:
+        step = row["step"]
         loss = row.get("actor/pg_loss")
         if loss is not None and not _finite(loss):
-            return f"non-finite loss at step {row['step']}"
+            return f"non-finite loss at step {step}"
         g = row.get("actor/grad_norm")
         if g is not None:
             if not _finite(g):
-                return f"non-finite grad_norm at step {row['step']}"
+                return f"non-finite grad_norm at step {step}"
             if len(grad_norms) >= 3 and g > 10 * statistics.median(grad_norms):
-                return f"grad_norm {g:.3g} > 10x its running median {statistics.median(grad_norms):.3g} at step {row['step']}"
+                return f"grad_norm {g:.3g} > 10x its running median {statistics.median(grad_norms):.3g} at step {step}"
             grad_norms.append(float(g))
         fmt = row.get("rollout/format_valid_ratio")
-        if fmt is not None and row["step"] > 0.1 * total_steps and fmt < min_format_valid:
-            return f"format_valid_ratio {fmt:.2f} < {min_format_valid:g} at step {row['step']}"
+        if fmt is not None and had_format and step > 0.1 * total_steps and fmt < min_format_valid:
+            return f"format_valid_ratio {fmt:.2f} < {min_format_valid:g} at step {step}"
+        success = row.get("eval/success_rate")
+        if success is not None and _finite(success) and n_eval:
+            success = float(success)
+            if s0 is None:
+                s0 = success
+            elif best is not None and _real_rise(s0, best, n_eval) and success <= best / 2:
+                return f"eval success {success:.3f} <= half its best {best:.3f} (step 0: {s0:.3f}) at step {step}"
+            best = success if best is None else max(best, success)
+        had_format = had_format or any(_finite(row.get(k)) and float(row[k]) >= min_format_valid for k in FORMAT_KEYS)
     return None
+
+
+def run_status(history: Sequence[dict], reason: Optional[str], *, min_format_valid: float = 0.5) -> str:
+    """summary.json's status: `collapsed` (a collapse rule fired), `no_format` (the run never had
+    the format, so it could not collapse), else `done`."""
+    if reason is not None:
+        return "collapsed"
+    had_format = any(_finite(r.get(k)) and float(r[k]) >= min_format_valid for r in history for k in FORMAT_KEYS)
+    return "done" if had_format else "no_format"
+
+
+def _real_rise(s0: float, best: float, n: int) -> bool:
+    """best - s0 >= 2 SE, SE = sqrt(s0(1-s0)/n + best(1-best)/n), and best > s0."""
+    se = math.sqrt(s0 * (1 - s0) / n + best * (1 - best) / n)
+    return best > s0 and best - s0 >= 2 * se
 
 
 def _finite(v) -> bool:

@@ -32,7 +32,7 @@ def build_summary(
         "var_last20": stab["var_last20"],
         "noise_floor": stab["noise_floor"],
         "theta": stab["theta"],
-        "stable": False if status == "collapsed" else stab["stable"],
+        "stable": False if status in ("collapsed", "no_format") else stab["stable"],
         "stability_warning": stab["warning"],
         "n_eval": n_eval,
         "steps": max((r["step"] for r in history), default=0),

@@ -1,7 +1,7 @@
 """decisions.md §E on synthetic curves, with hand-computed variances."""
 import pytest
 
-from arena.runs.stability import UNRESOLVED, collapse_reason, eval_steps, stability
+from arena.runs.stability import UNRESOLVED, collapse_reason, eval_steps, run_status, stability
 
 
 def test_eval_steps_cover_start_freq_and_final_window():
@@ -44,6 +44,29 @@ def test_collapse_conditions():
     assert "non-finite loss" in collapse_reason(ok + [{"step": 6, "actor/pg_loss": "nan"}], 10)
     assert "running median" in collapse_reason(ok + [{"step": 6, "actor/grad_norm": 10.5}], 10)
     assert collapse_reason(ok + [{"step": 6, "actor/grad_norm": 9.9}], 10) is None
-    # format < 0.5 only counts after the first 10% of steps (step > 1 for T=10)
-    assert collapse_reason([{"step": 1, "rollout/format_valid_ratio": 0.1}], 10) is None
-    assert "format_valid_ratio" in collapse_reason([{"step": 2, "rollout/format_valid_ratio": 0.1}], 10)
+    # format < 0.5 only counts after the first 10% of steps (step > 1 for T=10), in a run that had it
+    had = [{"step": 0, "eval/format_valid_ratio": 0.9}]
+    assert collapse_reason(had + [{"step": 1, "rollout/format_valid_ratio": 0.1}], 10) is None
+    assert "format_valid_ratio" in collapse_reason(had + [{"step": 2, "rollout/format_valid_ratio": 0.1}], 10)
+    # a run that never had the format (random init) has not collapsed; its status is no_format
+    never = [{"step": s, "rollout/format_valid_ratio": 0.1, "eval/format_valid_ratio": 0.2} for s in range(1, 10)]
+    assert collapse_reason(never, 10) is None
+    assert run_status(never, None) == "no_format"
+    assert run_status(ok, None) == "done"
+    assert run_status(ok, "x") == "collapsed"
+
+
+def test_eval_fall_after_a_real_rise_is_a_collapse():
+    # n = 100, s0 = 0.2, best = 0.4: SE = sqrt(0.2*0.8/100 + 0.4*0.6/100) = sqrt(0.0016 + 0.0024)
+    # = sqrt(0.004) = 0.0632, 2 SE = 0.126 <= 0.2 = best - s0: a real rise. Half of best = 0.2.
+    rows = [{"step": 0, "eval/success_rate": 0.2}, {"step": 10, "eval/success_rate": 0.4}]
+    assert collapse_reason(rows + [{"step": 20, "eval/success_rate": 0.21}], 30, n_eval=100) is None
+    why = collapse_reason(rows + [{"step": 20, "eval/success_rate": 0.2}], 30, n_eval=100)
+    assert why is not None and "half its best" in why and "step 20" in why
+    # without n_eval the eval rule is not applied
+    assert collapse_reason(rows + [{"step": 20, "eval/success_rate": 0.2}], 30) is None
+    # n = 10: SE = sqrt(0.016 + 0.024) = 0.2, 2 SE = 0.4 > 0.2: the rise is noise, a fall is no collapse
+    assert collapse_reason(rows + [{"step": 20, "eval/success_rate": 0.1}], 30, n_eval=10) is None
+    # the best is taken over earlier points only; a fall right at the start (no rise) is no collapse
+    assert collapse_reason([{"step": 0, "eval/success_rate": 0.4}, {"step": 1, "eval/success_rate": 0.1}], 30,
+                           n_eval=1000) is None

@@ -52,16 +52,20 @@ def test_rerun_before_and_after_the_first_checkpoint_matches_the_uninterrupted_r
             assert run.summary()[key] == ref.summary()[key], key
 
 
-def test_rerun_after_a_corrupt_summary_keeps_the_collapse(tmp_path):
-    # min_format_valid=1.1: every step after the first 10% (step 1 of 4 > 0.4) "collapses", and
-    # the sanity budget does not stop on it. The summary is then emptied (a damaged disk) and the
-    # cell rerun: it resumes from its step-4 checkpoint with no step left to run. The old loop
-    # judged collapse only on the steps it ran, so the rerun said "done".
-    cfg = load_config(ARGS + [f"results_dir={tmp_path}", f"out={tmp_path / 'cell'}", "stability.min_format_valid=1.1"])
+def test_rerun_after_a_corrupt_summary_keeps_the_collapse(tmp_path, monkeypatch):
+    # A collapse rule forced to fire once a row of step >= 2 exists (the sanity budget does not
+    # stop on it). The summary is then emptied (a damaged disk) and the cell rerun: it resumes
+    # from its step-4 checkpoint with no step left to run. The old loop judged collapse only on
+    # the steps it ran, so the rerun said "done".
+    def forced_rule(history, total_steps, **_):
+        return "forced at step 2" if any(r["step"] >= 2 for r in history) else None
+
+    monkeypatch.setattr(trainer_mod, "collapse_reason", forced_rule)
+    cfg = load_config(ARGS + [f"results_dir={tmp_path}", f"out={tmp_path / 'cell'}"])
     assert run_training(cfg, log=lambda *_: None) == 0
     run = RunFolder(tmp_path / "cell")
     before = run.summary()
-    assert before["status"] == "collapsed" and "format_valid_ratio" in before["collapse_reason"]
+    assert before["status"] == "collapsed" and before["collapse_reason"] == "forced at step 2"
     run.summary_file.write_text("")
     logs = []
     assert run_training(cfg, log=logs.append) == 0

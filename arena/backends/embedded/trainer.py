@@ -29,7 +29,7 @@ from arena.envs.sandbox import env_isolation
 from arena.po.advantages_gigpo import anchor_repeat_stats
 from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
-from arena.runs import RunFolder, collapse_reason
+from arena.runs import RunFolder, collapse_reason, run_status
 from arena.runs.summary import build_summary
 from arena.runs.stability import eval_steps
 
@@ -148,7 +148,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
     t_start = time.time()
     # a resumed run judges the rows it kept too: a collapse before the checkpoint stays a collapse
-    collapse = collapse_reason(history, cfg.steps, min_format_valid=cfg.stability.min_format_valid)
+    collapse = collapse_reason(history, cfg.steps, n_eval=cfg.eval.n, min_format_valid=cfg.stability.min_format_valid)
     status = "collapsed" if collapse else "done"
     stopped = collapse is not None and cfg.stability.stop_on_collapse
     for step in range(first_step, cfg.steps + 1) if not stopped else ():
@@ -169,12 +169,14 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
         log(_progress(step, cfg.steps, row, t_start, steps_done=step - first_step + 1))
         if step > 0 and (step % cfg.save_freq == 0 or step == cfg.steps):
             save_state(run.ckpt, model, optimizer, step)
-        reason = collapse_reason(history, cfg.steps, min_format_valid=cfg.stability.min_format_valid) if status == "done" else None
+        reason = (collapse_reason(history, cfg.steps, n_eval=cfg.eval.n, min_format_valid=cfg.stability.min_format_valid)
+                  if status == "done" else None)
         if reason is not None:
             log(f"[train] collapsed: {reason}")
             status, collapse = "collapsed", reason
             if cfg.stability.stop_on_collapse:
                 break
+    status = run_status(history, collapse, min_format_valid=cfg.stability.min_format_valid)
     return _summary(cfg, run, points, status, time.time() - t_start, history, collapse, tool_sandbox)
 
 

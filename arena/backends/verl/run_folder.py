@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional
 
 from arena.runs.folder import RunFolder
 from arena.runs.summary import build_summary
-from arena.runs.stability import collapse_reason
+from arena.runs.stability import collapse_reason, run_status
 
 RENAMES = {
     "actor/kl_loss": "actor/kl_ref",
@@ -96,8 +96,8 @@ class VerlRunWriter:
         history = self.folder.read_metrics()
         points = [(r["step"], float(r["eval/success_rate"])) for r in history
                   if isinstance(r.get("eval/success_rate"), (int, float)) and math.isfinite(r["eval/success_rate"])]
-        reason = collapse_reason(history, self.total_steps)
-        status = "collapsed" if reason else "done"
+        reason = collapse_reason(history, self.total_steps, n_eval=self.n_eval)
+        status = run_status(history, reason)
         summary = build_summary(
             status=status, cell_id=self.cell_id, points=points, history=history, total_steps=self.total_steps,
             theta=self.theta, min_points=self.min_points, n_eval=self.n_eval,
