@@ -50,6 +50,17 @@ SHM_READ = textwrap.dedent("""
 """)
 
 
+def require_layers(mode: str, **needs: tuple) -> None:
+    """Skip (with the reason) where the mode in force has none of the layers that hold this
+    attack: e.g. plain mode on a kernel without Landlock is documented as open to it."""
+    label = sandbox.mode_in_force(mode)
+    parts = set(label.split("+")) | ({"ns"} if label.startswith(("namespaces", "user-namespaces")) else set())
+    for attack, layers in needs.items():
+        if not parts & set(layers):
+            pytest.skip(f"{label} has none of {layers}: {attack} is not held in this mode here "
+                        "(docs/sandbox.md, What each mode protects)")
+
+
 def host_shm_keys() -> set[int]:
     with open("/proc/sysvipc/shm") as f:
         return {int(line.split()[0]) for line in list(f)[1:]}
@@ -57,6 +68,7 @@ def host_shm_keys() -> set[int]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sysv_shared_memory_neither_outlives_the_call_nor_exceeds_the_memory_limit(mode):
+    require_layers(mode, sysv_limit=("ns", "seccomp"))
     key = int.from_bytes(os.urandom(3), "little") + 1  # random, so other test runs cannot collide
     first = sandbox.run_code(SHM_CREATE.format(key=key), mode=mode)
     assert first.returncode == 0, first.stderr
@@ -72,6 +84,7 @@ def test_sysv_shared_memory_neither_outlives_the_call_nor_exceeds_the_memory_lim
 
 @pytest.mark.parametrize("mode", MODES)
 def test_files_in_shared_temp_dirs_neither_outlive_the_call_nor_reach_the_host(mode):
+    require_layers(mode, temp_files=("ns", "landlock", "uid"))
     token = uuid.uuid4().hex
     paths = [f"/tmp/arena-leftover-{token}", f"/dev/shm/arena-leftover-{token}",
              f"/var/tmp/arena-leftover-{token}"]
@@ -152,7 +165,7 @@ def test_non_root_plain_mode_keeps_the_trainers_secrets_and_processes():
     # the trainer survived kill(ppid) and kill(-1): it printed its report and exited 0
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["mode"] == "plain+landlock+seccomp"
+    assert report["mode"].startswith("plain+landlock")
     for name, result in report["results"].items():
         assert SECRET not in result["stdout"] + result["stderr"], name
     assert "PermissionError" in report["results"]["environ"]["stderr"]
@@ -227,6 +240,7 @@ PAST_SOCKET_GUARD = [
 
 @pytest.mark.parametrize("mode", MODES)
 def test_no_way_past_the_network_guard_to_localhost(mode):
+    require_layers(mode, tcp=("ns", "landlock", "seccomp"), udp=("ns", "seccomp"))
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
