@@ -153,7 +153,8 @@ def build_eval_summary(cfg, options: EvalOptions, records: list[dict], wall_seco
         "final_eval_success": success, "initial_eval_success": success, "success_ci95": list(ci) if ci else None,
         "n_eval": n, "steps": 0, "wall_seconds": wall_seconds,
         "policy": options.policy, "paradigm": options.paradigm, "label": options.label, "env": cfg.env.name,
-        "first_episode": int(cfg.seed), "temperature": float(cfg.eval.temperature),
+        "first_episode": int(cfg.seed),
+        "temperature": float(cfg.eval.temperature) if options.sampling_params or options.policy == "checkpoint" else None,
         "format_valid_ratio": sums["format_valid_turns"] / turns, "action_valid_ratio": sums["action_valid_turns"] / turns,
         "mean_turns": sums["turns"] / n, "mean_episode_return": sums["episode_return"] / n,
         "requests": sums["requests"], "retries": sums["retries"], "malformed_replies": sums["malformed_replies"],
@@ -181,18 +182,22 @@ def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
 
 def eval_main(args: dict, log: Callable = print) -> int:
     """`arena eval` (module docstring); args is the parsed key=value dict."""
-    t0 = time.time()
+    t0, client = time.time(), None
     try:
         cfg, options = prepare(args)
+        client = make_client(cfg, options) if options.policy == "openai" else None  # checks the key variable
         run = RunFolder(eval_dir(cfg, options))
         run.path.mkdir(parents=True, exist_ok=True)
         write_config(run, cfg, options)
-        client = make_client(cfg, options) if options.policy == "openai" else None
     except BadEvalInput as exc:
         print(f"arena eval: {exc}", file=sys.stderr)
+        if client is not None:
+            client.close()
         return EXIT_BAD_INPUT
     if run.done:
         log(f"[eval] already done: {run.summary_file}")
+        if client is not None:
+            client.close()
         return EXIT_OK
     indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
     cached = load_cached(run.path)
@@ -216,7 +221,7 @@ def eval_main(args: dict, log: Callable = print) -> int:
         lines = [f"episode {i} (seed {eval_seed(i)}): {msg}" for i, msg in sorted(failures.items())]
         run.write_error(f"{len(failures)} of {len(indices)} episodes failed; rerun the same command to retry "
                         "them (the others are cached)\n" + "\n".join(lines) + "\n")
-        log(f"[eval] {len(failures)} episode(s) failed after their last retry (see {run.error_file}); "
+        log(f"[eval] {len(failures)} episode(s) failed (see {run.error_file}); "
             f"{len(indices) - len(failures)} done and cached")
         return EXIT_FAILED
     wanted = set(indices)

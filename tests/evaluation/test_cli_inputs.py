@@ -29,7 +29,7 @@ def test_eval_bad_input_exits_2(args, message, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     assert main(["eval", *args, f"out={out}"]) == 2
     assert message in capsys.readouterr().err
-    assert not (out / "summary.json").exists()
+    assert not out.exists()  # nothing written
 
 
 def test_checkpoint_policy_refuses_debate(tmp_path, capsys):
