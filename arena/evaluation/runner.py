@@ -97,6 +97,32 @@ def make_client(cfg, options: EvalOptions) -> ChatClient:
                            "authentication") from None
 
 
+class SerialEnv:
+    """An environment whose calls hold one lock shared by all episode threads: environments
+    need not be thread-safe (TextWorld's parser is not), and their steps are cheap next to an
+    API call, so only the requests run concurrently."""
+
+    LOCK = threading.Lock()
+
+    def __init__(self, name: str, kwargs: dict):
+        with self.LOCK:
+            self.env = make(name, **kwargs)
+        self.name, self.max_turns = self.env.name, self.env.max_turns
+        self.instruction = getattr(self.env, "instruction", "")
+
+    def reset(self, seed: int):
+        with self.LOCK:
+            return self.env.reset(seed)
+
+    def step(self, action: str):
+        with self.LOCK:
+            return self.env.step(action)
+
+    def is_admissible(self, action: str) -> bool:
+        with self.LOCK:
+            return self.env.is_admissible(action)
+
+
 def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending: list[int],
              progress: Progress) -> dict[int, str]:
     """Episodes in a pool of `concurrency` threads; each episode's requests go one at a time,
@@ -105,7 +131,7 @@ def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending:
 
     def play(index: int) -> dict:
         if not hasattr(local, "env"):
-            local.env = make(cfg.env.name, **to_plain(cfg.env.kwargs))
+            local.env = SerialEnv(cfg.env.name, to_plain(cfg.env.kwargs))
         tag = f"{eval_id(cfg, options)}:{index}"
 
         def agent(prompt: str):

@@ -138,3 +138,44 @@ def test_reasoning_model_request_options_reach_the_endpoint(fake_key, tmp_path):
         assert eval_main(args, log=lambda *a: None) == 0
     assert server.bodies and all(b["max_completion_tokens"] == 16 and "temperature" not in b and "top_p" not in b
                                  and "max_tokens" not in b for b in server.bodies)
+
+
+def test_environment_calls_never_overlap_while_requests_do(fake_key, tmp_path, monkeypatch):
+    """Environments need not be thread-safe (TextWorld's parser is not): their calls are
+    serialised, while requests of different episodes still run concurrently."""
+    import threading
+    import time
+
+    import arena.evaluation.runner as runner
+
+    real_make, lock, inside, overlaps = runner.make, threading.Lock(), [0], []
+
+    class Guarded:
+        def __init__(self, env):
+            self.env, self.name, self.max_turns, self.instruction = env, env.name, env.max_turns, env.instruction
+
+        def _enter(self, fn, *args):
+            with lock:
+                inside[0] += 1
+                overlaps.append(inside[0] > 1)
+            time.sleep(0.002)  # widen the window in which an overlap would show
+            try:
+                return fn(*args)
+            finally:
+                with lock:
+                    inside[0] -= 1
+
+        def reset(self, seed):
+            return self._enter(self.env.reset, seed)
+
+        def step(self, action):
+            return self._enter(self.env.step, action)
+
+        def is_admissible(self, action):
+            return self._enter(self.env.is_admissible, action)
+
+    monkeypatch.setattr(runner, "make", lambda name, **kw: Guarded(real_make(name, **kw)))
+    server = FaultServer({}, delay_s=0.02)
+    with running_server(server.app()) as url:
+        assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=4), log=lambda *a: None) == 0
+    assert overlaps and not any(overlaps) and server.max_in_flight > 1
