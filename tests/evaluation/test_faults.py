@@ -26,8 +26,13 @@ def test_every_episode_accounted_for_under_faults(fake_key, tmp_path):
     # 5 retryable faults (429, 500, hang, 500, 429) and 2 bad-but-200 replies (malformed, truncated)
     plan = {2: "429", 5: "500", 7: "hang", 11: "malformed", 13: "truncated", 17: "500", 19: "429"}
     server = FaultServer(plan, hang_s=0.6)
+    lines = []
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=3), log=lambda *a: None) == 0
+        assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=3), log=lines.append) == 0
+    # progress: the plan line, one line per finished episode (n < 10), the result line
+    assert lines[0].startswith("[eval] fake / sla on sokoban: 6 episodes (0 cached, 6 to play)")
+    assert [line.split(" episodes")[0] for line in lines[1:7]] == [f"[eval] {k}/6" for k in range(1, 7)]
+    assert lines[-1].startswith("[eval] success ") and "5 retries" in lines[-1]
     records = load_cached(tmp_path / "e")
     summary = json.loads((tmp_path / "e" / "summary.json").read_text())
     assert sorted(records) == list(range(6)) and summary["n_eval"] == 6
