@@ -157,12 +157,21 @@ def eval_id(cfg, options: EvalOptions) -> str:
     from arena.config import to_plain
 
     what = {
-        "env": to_plain(cfg.env), "eval": to_plain(cfg.eval), "seed": int(cfg.seed),
+        # eval.n is left out: episode i is the same whatever n, so a longer eval reuses a shorter one's
+        "env": to_plain(cfg.env), "eval": {k: v for k, v in to_plain(cfg.eval).items() if k != "n"},
+        "seed": int(cfg.seed),
         "prompt_template": cfg.model.prompt_template,
         "model_path": str(Path(cfg.model.path).resolve()) if options.policy == "checkpoint" else None,
+        "model_files": _file_stamps(cfg.model.path) if options.policy == "checkpoint" else None,
         "options": {k: v for k, v in options.public().items() if k not in NOT_IN_EVAL_ID},
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _file_stamps(folder: str) -> list:
+    """(name, size, mtime) of the checkpoint's files: a checkpoint rewritten in place gets a new
+    eval id, so its cached episodes are never mixed with the old ones."""
+    return sorted((p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in Path(folder).iterdir() if p.is_file())
 
 
 def eval_dir(cfg, options: EvalOptions) -> Path:

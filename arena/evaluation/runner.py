@@ -220,7 +220,8 @@ def eval_main(args: dict, log: Callable = print) -> int:
         if client is not None:
             client.close()
         return EXIT_BAD_INPUT
-    if run.done:
+    done = run.summary() if run.done else None
+    if done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed):
         log(f"[eval] already done: {run.summary_file}")
         if client is not None:
             client.close()

@@ -184,3 +184,21 @@ def test_environment_calls_never_overlap_while_requests_do(fake_key, tmp_path, m
     with running_server(server.app()) as url:
         assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=4), log=lambda *a: None) == 0
     assert overlaps and not any(overlaps) and server.max_in_flight > 1
+
+
+def test_a_longer_eval_reuses_a_shorter_one(fake_key, tmp_path):
+    server = FaultServer({})
+    out = tmp_path / "e"
+    with running_server(server.app()) as url:
+        assert eval_main(api_args(url, out, n=2), log=lambda *a: None) == 0
+        tags_2 = {tag for tag, _ in server.log}
+        start = len(server.log)
+        assert eval_main(api_args(url, out, n=4), log=lambda *a: None) == 0  # same folder: n is not in the eval id
+        tags_4 = {tag for tag, _ in server.log[start:]}
+        start = len(server.log)
+        assert eval_main(api_args(url, out, n=2), log=lambda *a: None) == 0  # back to 2: nothing to ask
+        assert len(server.log) == start
+    # the n=4 run asked only for episodes 2 and 3
+    assert {t.rsplit(":", 1)[1] for t in tags_2} == {"0", "1"} and {t.rsplit(":", 1)[1] for t in tags_4} == {"2", "3"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_eval"] == 2 and summary["first_episode"] == 0  # describes the last command's range
