@@ -135,6 +135,8 @@ def build_options(opts: dict, cfg) -> EvalOptions:
     if not isinstance(o["sampling_params"], bool):
         raise BadEvalInput(f"sampling_params={o['sampling_params']!r}; valid: true, false")
     default_tokens = OPENAI_MAX_TOKENS if o["policy"] == "openai" else cfg.env.max_new_tokens
+    if o["paradigm"] == "sla":  # one agent, one round: the debate keys do not apply (nor enter the eval id)
+        o["debate.agents"], o["debate.rounds"] = 1, 1
     return EvalOptions(
         policy=o["policy"], paradigm=o["paradigm"], model=o["model"], base_url=str(o["base_url"]).rstrip("/"),
         api_key_env=str(o["api_key_env"] or ""), label=str(label),
@@ -149,7 +151,8 @@ def build_options(opts: dict, cfg) -> EvalOptions:
 
 # Options that do not change what an episode computes: left out of the eval id, so a rerun
 # with more concurrency or patience reuses the cached episodes.
-NOT_IN_EVAL_ID = ("label", "api_key_env", "max_tokens_field", "concurrency", "max_retries", "backoff", "max_wait", "timeout", "chunk")
+NOT_IN_EVAL_ID = ("label", "api_key_env", "max_tokens_field", "concurrency", "max_retries", "backoff", "max_wait",
+                  "timeout", "chunk")
 
 
 def eval_id(cfg, options: EvalOptions) -> str:
