@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from . import figure_style as S  # noqa: E402
 
@@ -72,10 +73,10 @@ def _legend_below(fig: Figure, handles: list, labels: list[str]) -> None:
 
 
 def _dynamics(tidy: pd.DataFrame, env: str, panels, title: str, arm_order=None, baseline: Optional[str] = None,
-              arms: Optional[Sequence[str]] = None) -> Figure:
+              arms: Optional[Sequence[str]] = None, group_of: Optional[Mapping[str, Optional[str]]] = None) -> Figure:
     data = tidy[tidy["env"] == env]
     arms = _ordered(arms if arms is not None else data["arm"].unique(), arm_order)
-    styles = S.arm_styles(arms, _group_of(tidy), baseline)
+    styles = S.arm_styles(arms, group_of if group_of is not None else _group_of(tidy), baseline)
     bands = len(arms) <= S.MAX_ARMS_WITH_BANDS
     rows_n = 1 if len(panels) <= 3 else 2
     cols_n = -(-len(panels) // rows_n)
@@ -99,23 +100,27 @@ def _dynamics(tidy: pd.DataFrame, env: str, panels, title: str, arm_order=None, 
             ax.set_title(panel_title)
             ax.set_xlabel(X_LABEL)
             ax.set_ylabel(ylabel)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         handles = [Line2D([], [], **styles[a]) for a in arms]
-        _legend_below(fig, handles, list(arms))
+        logged = set(data["arm"])
+        _legend_below(fig, handles, [a if a in logged else f"{a} (no runs)" for a in arms])
         spread = "mean over seeds ± sd" if bands else "mean over seeds"
         fig.suptitle(f"{title} — {env} ({spread})")
     return fig
 
 
 def training_dynamics_figure(tidy: pd.DataFrame, env: str, *, arm_order: Optional[Sequence[str]] = None,
-                             baseline: Optional[str] = None, arms: Optional[Sequence[str]] = None) -> Figure:
+                             baseline: Optional[str] = None, arms: Optional[Sequence[str]] = None,
+                             group_of: Optional[Mapping[str, Optional[str]]] = None) -> Figure:
     """Figure 3: success rate, off-policy KL, KL to ref, grad norm, format-valid ratio vs step."""
-    return _dynamics(tidy, env, FIG3_PANELS, "Training dynamics", arm_order, baseline, arms)
+    return _dynamics(tidy, env, FIG3_PANELS, "Training dynamics", arm_order, baseline, arms, group_of)
 
 
 def is_analysis_figure(tidy: pd.DataFrame, env: str, *, arm_order: Optional[Sequence[str]] = None,
-                       baseline: Optional[str] = None, arms: Optional[Sequence[str]] = None) -> Figure:
+                       baseline: Optional[str] = None, arms: Optional[Sequence[str]] = None,
+                       group_of: Optional[Mapping[str, Optional[str]]] = None) -> Figure:
     """Figure 4: clip fraction by advantage sign, masked-sequence count vs step."""
-    return _dynamics(tidy, env, FIG4_PANELS, "IS analysis", arm_order, baseline, arms)
+    return _dynamics(tidy, env, FIG4_PANELS, "IS analysis", arm_order, baseline, arms, group_of)
 
 
 def run_status(status: str, stable) -> str:
@@ -192,19 +197,17 @@ def write_figures(tidy: pd.DataFrame, runs: pd.DataFrame, out: str | Path, *, ar
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     arms = _ordered(runs["arm"].unique(), arm_order)
-    sets = S.group_sets(arms, _group_of(runs), baseline)
+    group_of = _group_of(runs)  # from the runs: an arm with no metrics still gets its group's hue
+    sets = S.group_sets(arms, group_of, baseline)
     stems = []
     with plt.rc_context({"svg.hashsalt": "arena", "pdf.compression": 6}):
         for env in dict.fromkeys(runs["env"]):
             for label, members in sets:
                 suffix = f"_{label}" if label else ""
                 for kind, draw in (("fig3", training_dynamics_figure), ("fig4", is_analysis_figure)):
-                    _save(draw(tidy, env, arm_order=arm_order, baseline=baseline, arms=members), out, f"{kind}_{env}{suffix}")
+                    fig = draw(tidy, env, arm_order=arm_order, baseline=baseline, arms=members, group_of=group_of)
+                    _save(fig, out, f"{kind}_{env}{suffix}")
                     stems.append(f"{kind}_{env}{suffix}")
         _save(stability_figure(runs, arm_order=arm_order, baseline=baseline), out, "stability")
     return [out / f"{s}.png" for s in stems + ["stability"]]
 
-
-def group_labels(runs: pd.DataFrame, baseline: Optional[str], arm_order: Optional[Sequence[str]] = None) -> Mapping[str, list[str]]:
-    """label -> arms of each fig3/fig4 file that write_figures writes (label "" = all arms)."""
-    return dict(S.group_sets(_ordered(runs["arm"].unique(), arm_order), _group_of(runs), baseline))

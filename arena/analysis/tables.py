@@ -18,7 +18,8 @@ from . import stats
 from .table_data import AVG
 
 CELL_COLUMNS = ("arm", "method", "group", "env", "baseline", "n_seeds", "n_failed", "n_missing", "mean", "std", "ci_low",
-                "ci_high", "missing", "start", "gain", "gain_ci_low", "gain_ci_high", "gain_n", "gain_verdict",
+                "ci_high", "missing", "start", "start_missing", "gain", "gain_ci_low", "gain_ci_high", "gain_n", "gain_verdict",
+                "gain_missing",
                 "diff", "diff_ci_low", "diff_ci_high", "diff_n", "diff_verdict", "diff_missing", "stable")
 ARM_COLUMNS = ("iqm", "iqm_ci_low", "iqm_ci_high", "p_improve", "p_ci_low", "p_ci_high", "chosen_hp")
 NONE_MD, NONE_TEX = "—", "--"
@@ -129,8 +130,8 @@ def notes(cells: pd.DataFrame) -> list[str]:
         f"fewer than {stats.MIN_SEEDS_FOR_CI} seeds: n<3, no CI. Each CI here rests on {seeds} seeds per env. "
         + (f"With {coverage[0]}." if coverage else ""),
         f"Paired: d_s = arm_s - {base}_s on seeds both finished (the same seed: the same BC start and eval rooms); "
-        "the CI resamples seed pairs. Gain: final_s - start_s per seed. Verdict: better (CI above 0), worse (CI "
-        "below 0), no difference (CI spans 0), at 95%.",
+        "the CI resamples seed pairs; n = seed pairs per env (Avg: the fewest of any env). Gain: final_s - start_s "
+        "per seed. Verdict: better (CI above 0), worse (CI below 0), no difference (CI spans 0), at 95%.",
         "Missing data, one rule for every column: an aggregate over envs (Avg, IQM, P) is computed only when every "
         "env has a finished seed (and, to compare, a finished baseline seed); otherwise it reads — (missing ENV).",
         f"IQM: 25% trimmed mean over (env, seed). P(>{base}): unpaired, P(X > Y) over all seed pairs per env, "

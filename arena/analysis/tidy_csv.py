@@ -39,9 +39,9 @@ def _stable_text(value) -> str:
     return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
-def _csv(frame: pd.DataFrame) -> str:
+def _csv(frame: pd.DataFrame, float_format: str) -> str:
     buf = io.StringIO()
-    frame.to_csv(buf, index=False, float_format="%.6g", lineterminator="\n")
+    frame.to_csv(buf, index=False, float_format=float_format, lineterminator="\n")
     return buf.getvalue()
 
 
@@ -65,8 +65,8 @@ def export_csv(results_dir: str | Path, name: str, prefix: str | Path) -> list[P
     metrics_out = metrics_out.sort_values(["rank", "env_rank", "seed", "metric", "step"], kind="stable")[
         ["arm", "env", "seed", "step", "metric", "value"]]
     paths = [Path(f"{prefix}_runs.csv"), Path(f"{prefix}_metrics.csv")]
-    atomic_write_text(paths[0], _csv(runs_out))
-    atomic_write_text(paths[1], _csv(metrics_out))
+    atomic_write_text(paths[0], _csv(runs_out, "%.12g"))  # scores exactly (k / n_eval): the table reads them
+    atomic_write_text(paths[1], _csv(metrics_out, "%.6g"))  # curves: 6 digits are more than a plot shows
     return paths
 
 

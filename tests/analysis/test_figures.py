@@ -194,7 +194,7 @@ def test_per_group_files_above_eight_arms(tmp_path, monkeypatch):
     drawn = []
 
     def record(kind):
-        def draw(tidy, env, *, arm_order=None, baseline=None, arms=None):
+        def draw(tidy, env, *, arm_order=None, baseline=None, arms=None, group_of=None):
             drawn.append((kind, tuple(arms)))
             return matplotlib.pyplot.figure(figsize=(1, 1))
         return draw
