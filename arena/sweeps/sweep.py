@@ -13,7 +13,7 @@ from .grids import available_dimensions, load_grid_located, parse_envs, parse_se
 from .plan import SweepPlan, expand
 
 # Keys the sweep consumes itself; everything else is a run override passed to every cell.
-SWEEP_KEYS = ("dimension", "grid", "env", "seeds", "launcher", "fail_fast", "name", "timeout_min", "progress_s",
+SWEEP_KEYS = ("dimension", "grid", "env", "envs", "seeds", "launcher", "fail_fast", "name", "timeout_min", "progress_s",
               "dry_run")
 RUN_ENV_DEFAULT = "sokoban"
 
@@ -94,6 +94,10 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     from .launchers import launcher_names
 
     sweep, run = split_args(args)
+    if "envs" in sweep:  # `envs=[sokoban,household,shop]` is another spelling of `env=[...]`
+        if "env" in sweep:
+            raise ValueError("give the environments once: env=[...] or envs=[...], not both")
+        sweep["env"] = sweep.pop("envs")
     dimension = _dimension(sweep, arms)
     sources: list[str] = []
     if arms is None:
