@@ -121,7 +121,8 @@ def check_trainable(cfg: DictConfig) -> None:
 
     backend=verl needs verl, ray and the engine of `rollout.name` importable (none for "arena";
     vllm for "vllm": `pip install 'arena[gpu]'`); its GPU is checked when the run starts (a
-    sweep's driver may be a GPU-less login node)."""
+    sweep's driver may be a GPU-less login node). The environment's optional package and data
+    must be there (`arena.envs.check_available`)."""
     if cfg.backend not in TRAINABLE_BACKENDS:
         raise BadConfig(f"backend={cfg.backend} cannot train; valid for train and sweep: {', '.join(TRAINABLE_BACKENDS)}")
     if cfg.backend == "verl":
@@ -130,6 +131,12 @@ def check_trainable(cfg: DictConfig) -> None:
         missing = missing_packages(cfg)  # verl, ray and cfg.rollout.name's engine
         if missing:
             raise BadConfig(describe_missing(missing))
+    from arena.envs import EnvUnavailableError, check_available
+
+    try:  # an optional environment's package or data (env=alfworld needs ALFWORLD_DATA)
+        check_available(str(cfg.env.name), **to_plain(cfg.env.kwargs))
+    except EnvUnavailableError as exc:
+        raise BadConfig(str(exc)) from exc
 
 
 def resolve_po(cfg: DictConfig):

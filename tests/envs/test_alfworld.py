@@ -243,3 +243,15 @@ def test_cli_exits_2_when_alfworld_is_missing(monkeypatch, capsys):
     assert main(["envs", "play", "env=alfworld"]) == 2
     assert "pip install 'arena[alfworld]'" in capsys.readouterr().err
     check_available("shop")  # environments without optional parts are always available
+
+
+def test_train_and_sweep_exit_2_without_alfworld_data(monkeypatch, capsys, tmp_path):
+    """The check runs before anything is trained or launched (arena.config.check_trainable)."""
+    monkeypatch.setitem(sys.modules, "alfworld", types.ModuleType("alfworld"))
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    assert main(["train", "env=alfworld", "budget=smoke", f"results_dir={tmp_path}"]) == 2
+    assert "ALFWORLD_DATA is not set" in capsys.readouterr().err
+    assert main(["sweep", "dimension=is_clipping", "env=alfworld", "budget=smoke", "seeds=1",
+                 f"results_dir={tmp_path}", "--dry-run"]) == 2
+    assert "ALFWORLD_DATA is not set" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing written
