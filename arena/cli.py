@@ -95,18 +95,15 @@ def _config(args: Sequence[str]):
 def _train(args: Sequence[str]) -> int:
     """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>),
     on the backend `backend=` names (embedded | verl)."""
-    from arena.config import BadConfig, check_trainable
+    from arena.backends import backend_of, check_trainable
+    from arena.config import BadConfig
 
     cfg = _config(args)
     try:
         check_trainable(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
-    if cfg.backend == "verl":
-        from arena.backends.verl.main import run_training
-    else:
-        from arena.backends.embedded.run import run_training
-    return run_training(cfg)
+    return backend_of(cfg).train_fn()(cfg)
 
 
 def _bc(args: Sequence[str]) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .schema import CHOICES, TRAINABLE_BACKENDS, RunConfig
+from .schema import CHOICES, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
@@ -116,27 +116,21 @@ def validate(cfg: DictConfig) -> None:
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
 
 
-def check_trainable(cfg: DictConfig) -> None:
-    """BadConfig unless cfg.backend can run training here (CLI exit 2 before anything launches).
-
-    backend=verl needs verl, ray and the engine of `rollout.name` importable (none for "arena";
-    vllm for "vllm": `pip install 'arena[gpu]'`); its GPU is checked when the run starts (a
-    sweep's driver may be a GPU-less login node). The environment's optional package and data
-    must be there (`arena.envs.check_available`)."""
-    if cfg.backend not in TRAINABLE_BACKENDS:
-        raise BadConfig(f"backend={cfg.backend} cannot train; valid for train and sweep: {', '.join(TRAINABLE_BACKENDS)}")
-    if cfg.backend == "verl":
-        from arena.backends.verl.launch import describe_missing, missing_packages
-
-        missing = missing_packages(cfg)  # verl, ray and cfg.rollout.name's engine
-        if missing:
-            raise BadConfig(describe_missing(missing))
+def check_env_available(cfg: DictConfig) -> None:
+    """BadConfig unless the environment's optional package and data are there (env=alfworld
+    needs ALFWORLD_DATA): `arena.envs.check_available`. What the backend needs is the backend
+    table's to check (arena.backends.check_trainable, which calls this)."""
     from arena.envs import EnvUnavailableError, check_available
 
-    try:  # an optional environment's package or data (env=alfworld needs ALFWORLD_DATA)
+    try:
         check_available(str(cfg.env.name), **to_plain(cfg.env.kwargs))
     except EnvUnavailableError as exc:
         raise BadConfig(str(exc)) from exc
+
+
+# The config's half of arena.backends.check_trainable, under its former name: the verl
+# backend's `main.run_training` calls it and then checks its own packages and GPU.
+check_trainable = check_env_available
 
 
 def resolve_po(cfg: DictConfig):

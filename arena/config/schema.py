@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 # Keys with a fixed set of values (checked by load_config; the modules that use them say why).
 CHOICES = {
-    "backend": ("embedded", "verl"),
+    "backend": ("embedded", "verl"),  # the rows of arena.backends.BACKENDS
     "bc.source": ("expert", "rejection"),
     "model.size": ("tiny", "small", "medium"),
     "model.tokenizer": ("word", "bpe", "wordlevel"),
@@ -20,9 +20,6 @@ CHOICES = {
     "search.mode": ("first", "best", "tpe"),
     "rollout.name": ("arena", "vllm", "sglang", "trtllm"),
 }
-# Backends whose runs `arena train` / `arena sweep` can launch (verl also needs its packages:
-# `check_trainable`, and a GPU at run time: arena.backends.verl.main).
-TRAINABLE_BACKENDS = ("embedded", "verl")
 
 @dataclass
 class PoConfig:

@@ -5,12 +5,16 @@ traceback goes to `<cell>/error.txt`."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Callable, Optional
 
+from omegaconf import OmegaConf
+
+from arena.backends import backend_of
 from arena.runs.folder import RunFolder
 from arena.runs.layout import SUMMARY_FILE
 
@@ -18,23 +22,18 @@ from .ledger import BUSY, DONE, FAILED, CellLock
 
 
 def default_train_fn(cfg) -> int:
-    """Train one cell with its backend. verl cells run in a child process
-    (`python -m arena.backends.verl.main <cell>/verl_cell.yaml`): a local worker runs cell after
-    cell in one process, and each verl run starts and stops its own Ray head and vLLM servers,
-    which must not outlive (or leak into) the next cell."""
-    if cfg.backend == "verl":
-        import subprocess
-
-        from omegaconf import OmegaConf
-
-        cell_dir = Path(cfg.out)
-        cell_dir.mkdir(parents=True, exist_ok=True)
-        config_file = cell_dir / "verl_cell.yaml"
-        config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        return subprocess.run([sys.executable, "-m", "arena.backends.verl.main", str(config_file)]).returncode
-    from arena.backends.embedded.run import run_training
-
-    return run_training(cfg)
+    """Train one cell with its backend (arena.backends.BACKENDS). A backend whose cells run in a
+    child process (verl) gets `python -m <its module> <cell>/<backend>_cell.yaml`: a local worker
+    runs cell after cell in one process, and what such a run starts (verl: its Ray head and
+    vLLM servers) must not outlive, or leak into, the next cell."""
+    backend = backend_of(cfg)
+    if not backend.cells_in_child_process:
+        return backend.train_fn()(cfg)
+    cell_dir = Path(cfg.out)
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    config_file = cell_dir / f"{backend.name}_cell.yaml"
+    config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    return subprocess.run([sys.executable, "-m", backend.child_module, str(config_file)]).returncode
 
 
 def default_bc_fn(cfg):

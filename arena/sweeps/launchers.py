@@ -1,6 +1,7 @@
 """Launchers: submitit executors for `local` (subprocesses), `debug` (in-process) and `slurm`.
 
-Each launcher is a YAML file in `configs/launcher/<name>.yaml` whose `kind` picks the executor:
+Each launcher is a YAML file in `configs/launcher/<name>.yaml` (read by arena.config.launchers)
+whose `kind` picks the executor:
 `local.yaml`, `debug.yaml`, `slurm.yaml` (edit for your cluster) and `slurm_ci.yaml` (the
 single-node test cluster of tests/slurm/). The sweep driver calls
 
@@ -22,16 +23,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import submitit
-from omegaconf import OmegaConf
 
-KINDS = ("local", "debug", "slurm")
-# The keys a launcher YAML of each kind may hold (every kind also has `kind`).
-KEYS = {
-    "local": ("cpus", "timeout_min", "signal_delay_s", "max_num_timeout"),
-    "debug": (),
-    "slurm": ("partition", "gpus", "cpus", "mem_gb", "timeout_min", "qos", "account",
-              "array_parallelism", "signal_delay_s", "max_num_timeout"),
-}
+from arena.config.launchers import (KEYS, KINDS, check_launcher_keys, launcher_config,  # noqa: F401 (re-exported)
+                                    launcher_names)
+
+# The launcher files themselves (names, kinds, keys) are arena.config.launchers'.
 # launcher YAML key -> submitit AutoExecutor parameter (SLURM).
 SLURM_PARAMETERS = {
     "partition": "slurm_partition",
@@ -46,45 +42,13 @@ SLURM_PARAMETERS = {
 }
 
 
-def launcher_dir() -> Path:
-    """`configs/launcher/` (follows $ARENA_CONFIG_DIR like the rest of the config)."""
-    from arena.config.load import config_dir
-
-    return config_dir() / "launcher"
-
-
-def launcher_names() -> list[str]:
-    return sorted(p.stem for p in launcher_dir().glob("*.yaml"))
-
-
-def _check_keys(name: str, settings: Mapping[str, Any]) -> None:
-    kind = settings.get("kind")
-    if kind not in KINDS:
-        raise ValueError(f"launcher {name!r}: kind={kind!r}; valid kinds: {', '.join(KINDS)}")
-    valid = ("kind",) + KEYS[kind]
-    bad = sorted(set(settings) - set(valid))
-    if bad:
-        raise ValueError(f"launcher {name!r} ({kind}): unknown keys {bad}; valid keys: {', '.join(valid)}")
-
-
-def launcher_config(name: str) -> dict:
-    """The settings of `configs/launcher/<name>.yaml` as a plain dict (with its `kind`)."""
-    names = launcher_names()
-    if name not in names:
-        raise ValueError(f"unknown launcher {name!r}; valid launchers: {', '.join(names)}")
-    settings = OmegaConf.to_container(OmegaConf.load(launcher_dir() / f"{name}.yaml"), resolve=True)
-    settings = dict(settings or {})
-    _check_keys(name, settings)
-    return settings
-
-
 def _settings(launcher: str, cfg: Mapping[str, Any] | None) -> dict:
     """The launcher's YAML with `cfg` laid over it (a `kind` in cfg may not change the kind)."""
     settings = launcher_config(launcher)
     merged = {**settings, **dict(cfg or {})}
     if merged["kind"] != settings["kind"]:
         raise ValueError(f"launcher {launcher!r} is kind {settings['kind']!r}; cfg says {merged['kind']!r}")
-    _check_keys(launcher, merged)
+    check_launcher_keys(launcher, merged)
     return merged
 
 
@@ -198,3 +162,15 @@ class CheckpointableJob(submitit.helpers.Checkpointable):
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         return submitit.helpers.DelayedSubmission(CheckpointableJob(self.fn), *args, **kwargs)
+
+
+def submit(executor: submitit.Executor, fn: Callable[[], Any]) -> submitit.Job:
+    """Submit one unit of work (a cell, a BC stage, a worker) as a requeueable job."""
+    return executor.submit(CheckpointableJob(fn))
+
+
+def start_after(executor: submitit.Executor, job_ids: list[str]) -> None:
+    """SLURM only: the executor's next submissions start after every job in job_ids succeeded."""
+    params = dict(executor._executor.parameters.get("additional_parameters") or {})
+    params["dependency"] = "afterok:" + ":".join(job_ids)
+    executor.update_parameters(slurm_additional_parameters=params)

@@ -12,7 +12,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from arena.config import cell_id, check_trainable
+from arena.backends import check_trainable
+from arena.config import cell_id
 from arena.runs import atomic_write_json
 
 from .grids import arm_overrides, override_strings

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from .launchers import submit
 from .ledger import BUSY, DONE, FAILED, cell_state, settle_waiting
 from .plan import Cell
 from .worker import CLAIMS, OUTCOMES, STOP, run_worker
@@ -85,8 +86,6 @@ def _died(cell: Cell, job) -> str:
 def run_pool(cells: list[Cell], *, executor, pool_dir: Path, parallel: int, env: dict, threads: Optional[int],
              train_fn: Optional[Callable], fail_fast: bool, progress, max_requeues: int) -> dict[str, str]:
     """Run every cell that is not done; returns {cell_id: "done" | "failed" | "cancelled"}."""
-    from .runner import _submit
-
     pool = Path(pool_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     cells = list({c.cell_id: c for c in cells}.values())  # each cell once
     outcome = {c.cell_id: DONE for c in cells if cell_state(c.out) == DONE}
@@ -98,12 +97,12 @@ def run_pool(cells: list[Cell], *, executor, pool_dir: Path, parallel: int, env:
     n_workers = 0
     count = lambda state: sum(v == state for v in outcome.values())  # noqa: E731
 
-    def submit(queue: Queue) -> None:
+    def start_worker(queue: Queue) -> None:
         nonlocal n_workers
         name, n_workers = f"w{n_workers}", n_workers + 1
         if per_cell_min:
             executor.update_parameters(timeout_min=int(per_cell_min) * len(queue.cells))
-        queue.workers[name] = _submit(executor, functools.partial(
+        queue.workers[name] = submit(executor, functools.partial(
             run_worker, str(queue.folder), [c.cfg for c in queue.cells], worker=name, driver_pid=os.getpid(),
             env=env, threads=threads, train_fn=train_fn, fail_fast=fail_fast))
         if per_cell_min:
@@ -133,7 +132,7 @@ def run_pool(cells: list[Cell], *, executor, pool_dir: Path, parallel: int, env:
             unclaimed = [c for c in queue.cells if c.cell_id not in claims and c.cell_id not in outcome]
             while unclaimed and queue.running() < len(unclaimed) and \
                     sum(q.running() for q in queues) < parallel and not (fail_fast and count(FAILED)):
-                submit(queue)
+                start_worker(queue)
         for cell in settle_waiting(waiting, outcome, requeues, max_requeues):  # holder died: run it ourselves
             queues.append(Queue(pool / f"q{len(queues)}", [cell]))
         if fail_fast and count(FAILED):

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .job import run_bc, run_cell
+from .launchers import submit
 from .ledger import BUSY, DONE, FAILED, cell_state, settle_waiting
 from .plan import Cell
+from .pool import run_pool
 
 POLL_S = 0.2
 
@@ -34,19 +36,6 @@ def provenance_env() -> dict[str, str]:
 
     sha, dirty = git_state()
     return {"ARENA_GIT_SHA": sha or "", "ARENA_GIT_DIRTY": "1" if dirty else "0"}
-
-
-def _submit(executor, fn: Callable) -> object:
-    from .launchers import CheckpointableJob
-
-    return executor.submit(CheckpointableJob(fn))
-
-
-def _after(executor, job_ids: list[str]) -> None:
-    """SLURM only: the next submissions start after every job in job_ids succeeded."""
-    params = dict(executor._executor.parameters.get("additional_parameters") or {})
-    params["dependency"] = "afterok:" + ":".join(job_ids)
-    executor.update_parameters(slurm_additional_parameters=params)
 
 
 def _outcome(job, cell: Cell) -> str:
@@ -87,7 +76,7 @@ class Progress:
 def run_bc_stage(cfgs: list, *, executor, env: dict, threads: int, bc_fn: Optional[Callable], wait: bool,
                  log: Callable) -> list:
     """One BC job per distinct BC config; waits for them unless `wait` is False (SLURM afterok)."""
-    jobs = [_submit(executor, functools.partial(run_bc, cfg, env=env, threads=threads, bc_fn=bc_fn)) for cfg in cfgs]
+    jobs = [submit(executor, functools.partial(run_bc, cfg, env=env, threads=threads, bc_fn=bc_fn)) for cfg in cfgs]
     if wait:
         for job in jobs:
             wait_done(job)
@@ -101,8 +90,6 @@ def run_cells(cells: list[Cell], *, executor, parallel: int, env: dict, threads:
     """Run every cell that is not done; returns {cell_id: "done" | "failed" | "cancelled"}.
     With `pool_dir`, `parallel` workers run the cells (pool.run_pool); else one job per cell."""
     if pool_dir is not None:
-        from .pool import run_pool
-
         return run_pool(cells, executor=executor, pool_dir=pool_dir, parallel=parallel, env=env, threads=threads,
                         train_fn=train_fn, fail_fast=fail_fast, progress=Progress(len(cells), parallel, progress_s, log),
                         max_requeues=max_requeues)
@@ -127,7 +114,7 @@ def run_cells(cells: list[Cell], *, executor, parallel: int, env: dict, threads:
             elif state == BUSY:
                 waiting[cell.cell_id] = cell
             else:
-                job = _submit(executor, functools.partial(run_cell, cell.cfg, env=env, threads=threads, train_fn=train_fn))
+                job = submit(executor, functools.partial(run_cell, cell.cfg, env=env, threads=threads, train_fn=train_fn))
                 running[cell.cell_id] = (cell, job, time.time())
         for cid, (cell, job, t0) in list(running.items()):
             if not job.done():

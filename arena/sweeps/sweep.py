@@ -123,14 +123,16 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
 
 
 def bc_configs(cells) -> list:
-    """One config per distinct BC checkpoint the cells need (embedded backend, no model.path).
+    """One config per distinct BC checkpoint the cells need (a backend with a sweep BC stage,
+    arena.backends.BACKENDS, and no model.path).
     The key is the BC checkpoint's own (arena.backends.embedded.bc_key, torch-free: the driver
     does not import torch or transformers)."""
+    from arena.backends import backend_of
     from arena.backends.embedded.bc_key import bc_hash
 
     seen, out = set(), []
     for cell in cells:
-        if cell.cfg.backend != "embedded" or cell.cfg.model.path:
+        if not backend_of(cell.cfg).sweep_bc_stage or cell.cfg.model.path:
             continue
         key = bc_hash(cell.cfg)
         if key not in seen:
@@ -142,7 +144,7 @@ def bc_configs(cells) -> list:
 def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callable] = None,
             bc_fn: Optional[Callable] = None, log: Callable = print) -> dict[str, str]:
     """BC stage, then the report cells (after a search when search.enabled). {cell_id: outcome}."""
-    from .launchers import job_parallelism, launcher_config, make_executor
+    from .launchers import job_parallelism, launcher_config, make_executor, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
 
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -157,9 +159,7 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
     bc_jobs = run_bc_stage(bc_configs(plan.cells), executor=executor, env=env, threads=threads, bc_fn=bc_fn,
                            wait=kind != "slurm", log=log)
     if kind == "slurm" and bc_jobs:
-        from .runner import _after
-
-        _after(executor, [j.job_id for j in bc_jobs])
+        start_after(executor, [j.job_id for j in bc_jobs])
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
     pool_dir = plan.sweep_dir / "jobs" / "pool" if kind == "local" else None
     run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731

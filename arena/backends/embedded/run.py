@@ -8,7 +8,8 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from arena.config import cell_id, check_trainable
+from arena.backends import check_trainable
+from arena.config import cell_id
 from arena.runs import RunFolder
 from arena.runs.wandb_log import init_wandb
 

@@ -139,7 +139,7 @@ def write_sbatch(cfg, dest: Path, *, nodes: int, launcher: str = "slurm",
     from omegaconf import OmegaConf
 
     if settings is None:
-        from arena.sweeps.launchers import launcher_config
+        from arena.config.launchers import launcher_config
 
         settings = launcher_config(launcher)
     dest = Path(dest).resolve()
