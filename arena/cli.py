@@ -1,7 +1,6 @@
-"""`arena <verb> key=value ...` (decisions.md §F, CLI grammar).
-
-Exit codes: 0 success; 2 bad input (config, name, key or path), with the valid choices
-listed; 1 when one or more runs failed.
+"""`arena <verb> key=value ...` and `arena <verb> --help` (docs/design.md, CLI grammar and exit
+codes). The exit codes and the error format are arena.cli_errors'; the help text is
+arena.cli_help's, generated from where each key is defined.
 """
 from __future__ import annotations
 
@@ -10,11 +9,10 @@ from typing import Callable, Sequence
 
 import yaml
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, print_bad_input  # noqa: F401
+from arena.cli_help import VERB_HELP, help_text, overview
 
-
-class BadInput(ValueError):
-    """A user error: printed without a traceback, exit code 2."""
+HELP_FLAGS = ("-h", "--help")
 
 
 def parse_overrides(args: Sequence[str]) -> dict:
@@ -161,22 +159,27 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "eval": lambda args: _evaluation("runner", "eval_main")(parse_overrides(args)),
     "serve": lambda args: _evaluation("server", "serve_main")(parse_overrides(args)),
 }
+assert set(VERBS) == set(VERB_HELP), "every verb has its --help (arena/cli_help.py VERB_HELP)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(f"usage: arena <verb> key=value ...\nverbs: {', '.join(VERBS)}")
+    if argv[:1] == ["help"] and argv[1:2]:  # `arena help train` = `arena train --help`
+        argv = [argv[1], "--help"]
+    if not argv or argv[0] in (*HELP_FLAGS, "help"):
+        print(overview())
         return EXIT_OK if argv else EXIT_BAD_INPUT
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
         print(f"arena: unknown verb {verb!r}; valid: {', '.join(VERBS)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if any(arg in HELP_FLAGS for arg in rest):
+        print(help_text(verb))
+        return EXIT_OK
     try:
         return VERBS[verb](rest)
     except BadInput as exc:
-        print(f"arena {verb}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return print_bad_input(verb, exc)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from .schema import CHOICES, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
-# Keys that do not change what a run computes (decisions §F) plus sweep-only keys.
+# Keys that do not change what a run computes (docs/design.md, Run folder) plus sweep-only keys.
 NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", "search", "wandb",
                   "dimension", "seeds", "fail_fast")
 GROUPS = ("env", "budget")

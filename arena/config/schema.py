@@ -1,4 +1,5 @@
-"""Structured-config schema of every run (decisions.md §F keys); Hydra validates against it.
+"""Structured-config schema of every run (docs/design.md, Config paths and resolution order);
+Hydra validates against it. The comment on (or above) each field is its `arena <verb> --help` text.
 
 A key outside this schema is a user error (exit 2, valid keys listed): see `load.py`. The
 open namespaces are `po.hp.*` (checked against the chosen members' signatures by
@@ -23,24 +24,24 @@ CHOICES = {
 
 @dataclass
 class PoConfig:
-    method: Optional[str] = "grpo"
+    method: Optional[str] = "grpo"  # the preset (`arena methods` lists them with their members)
     aggregation: Optional[str] = None  # None = the preset's member
-    clipping: Optional[str] = None
+    clipping: Optional[str] = None  # importance-sampling clipping member; None = the preset's
     seq_mask: Optional[str] = None  # none | neg_adv_kl; threshold: po.hp.seq_mask_delta
-    filtering: Optional[str] = None
-    advantage: Optional[str] = None
-    agg_norm: str = "global"  # global | per_microbatch (decisions §A)
-    hp: Dict[str, Any] = field(default_factory=dict)
+    filtering: Optional[str] = None  # trajectory filtering member; None = the preset's
+    advantage: Optional[str] = None  # advantage member; None = the preset's
+    agg_norm: str = "global"  # global | per_microbatch (docs/design.md, The dimensions and their members)
+    hp: Dict[str, Any] = field(default_factory=dict)  # members' hyperparameters, po.hp.<name>=value
 
 
 @dataclass
 class EnvConfig:
-    name: str = "sokoban"
+    name: str = "sokoban"  # the environment (configs/env/<name>.yaml; `arena envs`)
     kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to arena.envs.make
-    penalty_coef: float = 0.1  # format/invalid-action penalty (decisions §D)
-    history_length: int = 2
+    penalty_coef: float = 0.1  # format/invalid-action penalty (docs/design.md, Testbed recipe)
+    history_length: int = 2  # past turns shown in the prompt
     max_new_tokens: int = 24  # response length limit per turn
-    po_defaults: Dict[str, Any] = field(default_factory=dict)  # decisions §F resolution step 2
+    po_defaults: Dict[str, Any] = field(default_factory=dict)  # the environment's po.* defaults (docs/design.md, Config paths and resolution order)
 
 
 @dataclass
@@ -48,66 +49,66 @@ class ModelConfig:
     path: Optional[str] = None  # a local HF checkpoint; None = BC from a model built below
     size: str = "tiny"  # arena.backends.embedded.model.SIZES; tiny = 0.16M params, CPU-fast
     hidden: Optional[int] = None  # explicit dimensions override the size's
-    layers: Optional[int] = None
-    heads: Optional[int] = None
-    kv_heads: Optional[int] = None
-    intermediate: Optional[int] = None
-    max_positions: int = 1024
+    layers: Optional[int] = None  # transformer layers
+    heads: Optional[int] = None  # attention heads
+    kv_heads: Optional[int] = None  # key/value heads (grouped-query attention)
+    intermediate: Optional[int] = None  # MLP width
+    max_positions: int = 1024  # longest context in tokens
     tokenizer: str = "wordlevel"  # tokenizer kind (arena.backends.embedded.tokenizer): tens of tokens
     # arena.agent.prompts template: "minimal" for a model trained from scratch (only what
     # changes between turns), "full" for a pretrained LLM (the authors' wording)
     prompt_template: str = "minimal"
-    vocab_size: int = 1024
-    init_seed: int = 0
+    vocab_size: int = 1024  # largest vocabulary the tokenizer may build
+    init_seed: int = 0  # seed of the model's initial weights
 
 
 @dataclass
 class EvalConfig:
     n: int = 256  # held-out eval episodes per eval point
     temperature: float = 0.0  # 0 = greedy
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling of the eval
 
 
 @dataclass
 class BCConfig:
     demos: int = 1000  # expert episodes
     steps: int = 600  # Sokoban: ~38% greedy success, headroom for RL (docs/testbed.md)
-    lr: float = 1e-3
-    batch_size: int = 64
+    lr: float = 1e-3  # BC learning rate
+    batch_size: int = 64  # BC sequences per step
     source: str = "expert"  # expert | rejection
-    eval_n: int = 256
+    eval_n: int = 256  # eval episodes of the BC checkpoint
     # Stop on a validation band instead of a fixed step count (docs/testbed.md, BC band):
     # `steps` is then the cap; greedy success on `val_n` validation rooms (training seeds,
     # disjoint from the eval set) is measured every `val_every` steps from `min_steps` on, and
     # SFT stops once `confirm` checks in a row are >= band[0]. An empty band = exactly `steps` steps.
     band: List[float] = field(default_factory=list)
-    val_n: int = 256
-    val_every: int = 20
-    min_steps: int = 200
-    confirm: int = 1
+    val_n: int = 256  # validation rooms of the band stop
+    val_every: int = 20  # steps between validation checks
+    min_steps: int = 200  # no band stop before this step
+    confirm: int = 1  # checks in a row inside the band to stop
 
 
 @dataclass
 class StabilityConfig:
-    theta: float = 0.0025  # decisions §E: variance threshold (sd 5 points)
-    min_points: int = 5
-    stop_on_collapse: bool = True  # a collapsed run (decisions §E) stops early, marked collapsed
+    theta: float = 0.0025  # variance threshold, sd 5 points (docs/design.md, Stability criterion)
+    min_points: int = 5  # eval points before the variance is judged
+    stop_on_collapse: bool = True  # a collapsed run stops early, marked collapsed (docs/design.md, Stability criterion)
     min_format_valid: float = 0.5  # collapse rule: format-valid ratio below this after 10% of steps
 
 
 @dataclass
 class SearchConfig:
-    enabled: bool = False
+    enabled: bool = False  # run the stability search before the report cells
     mode: str = "first"  # first | best | tpe
-    seeds: List[int] = field(default_factory=lambda: [100])
-    trials: int = 8
+    seeds: List[int] = field(default_factory=lambda: [100])  # the search cells' seeds
+    trials: int = 8  # search points tried at most
 
 
 @dataclass
 class WandbConfig:
-    enabled: bool = True
-    project: str = "arena"
-    entity: Optional[str] = None
+    enabled: bool = True  # log to Weights & Biases (offline unless WANDB_MODE says otherwise)
+    project: str = "arena"  # W&B project
+    entity: Optional[str] = None  # W&B entity (team or user)
     mode: Optional[str] = None  # None = WANDB_MODE or offline
 
 
@@ -130,30 +131,29 @@ class RunConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     backend: str = "embedded"  # embedded | verl
-    device: str = "cpu"
-    budget: str = "default"
-    seed: int = 0
-    steps: int = 100
-    lr: float = 1e-4
-    kl_coef: float = 0.01
-    entropy_coef: float = 0.0  # explicit, never a silent bonus (decisions §C)
-    grad_clip: float = 1.0
-    group_size: int = 8
-    batch_envs: int = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    ppo_epochs: int = 1
+    device: str = "cpu"  # cpu | cuda
+    budget: str = "default"  # configs/budget/<name>.yaml: steps, batch and eval sizes together
+    seed: int = 0  # the run's seed (episodes, sampling, initial model)
+    steps: int = 100  # RL updates
+    lr: float = 1e-4  # RL learning rate
+    kl_coef: float = 0.01  # KL penalty to the reference (BC) policy
+    entropy_coef: float = 0.0  # explicit, never a silent bonus (docs/design.md, What we do not copy)
+    grad_clip: float = 1.0  # gradient norm clip
+    group_size: int = 8  # episodes per group (same start state)
+    batch_envs: int = 16  # groups per update
+    temperature: float = 1.0  # rollout sampling temperature
+    top_p: float = 1.0  # rollout nucleus sampling
+    ppo_epochs: int = 1  # passes over each batch
     ppo_mini_batch_size: Optional[int] = None  # in turn-samples; overrides ppo_num_mini_batches
-    ppo_num_mini_batches: int = 2
+    ppo_num_mini_batches: int = 2  # optimizer steps per pass
     micro_batch_size: int = 256  # turn-samples per forward/backward (gradient accumulation)
-    save_freq: int = 10
-    test_freq: int = 10
-    out: Optional[str] = None
-    results_dir: str = "results"
-    name: Optional[str] = None
+    save_freq: int = 10  # steps between checkpoints
+    test_freq: int = 10  # steps between eval points
+    out: Optional[str] = None  # the run folder; default <results_dir>/runs/<cell_id>
+    results_dir: str = "results"  # where runs, sweeps and reports go
+    name: Optional[str] = None  # the sweep's name (a folder under results_dir/sweeps)
     arm: Optional[str] = None  # set by the sweep; excluded from the cell id
-    # sweep-only keys
-    dimension: Optional[str] = None
-    seeds: Any = 3
-    launcher: str = "local"
-    fail_fast: bool = False
+    dimension: Optional[str] = None  # sweep only: the grid (arena/sweeps/grids/<dimension>.yaml)
+    seeds: Any = 3  # sweep only: a count (3 = seeds 0-2) or a list ([0,5,9])
+    launcher: str = "local"  # sweep only: configs/launcher/<name>.yaml (local | debug | slurm ...)
+    fail_fast: bool = False  # sweep only: stop launching after the first failed cell

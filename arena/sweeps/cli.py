@@ -1,19 +1,15 @@
 """Entry points for `arena sweep`, `arena status` and `arena search` (wired in arena/cli.py).
 
-Exit codes (decisions.md §F): 0 success; 2 bad input, with the valid choices listed, and
-nothing launched; 1 when one or more cells failed.
+Exit codes (arena.cli_errors; docs/design.md, CLI grammar and exit codes): 0 success; 2 bad
+input, with the valid choices listed, and nothing launched; 1 when one or more cells failed.
 """
 from __future__ import annotations
 
-import sys
 from typing import Callable, Optional
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_bad_input  # noqa: F401
 
-
-def _bad(verb: str, exc: Exception) -> int:
-    print(f"arena {verb}: {exc}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+_bad = print_bad_input
 
 
 def _finish(plan, outcome: dict[str, str], log: Callable) -> int:

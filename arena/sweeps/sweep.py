@@ -12,10 +12,23 @@ import yaml
 from .grids import available_dimensions, load_grid_located, parse_envs, parse_seeds
 from .plan import SweepPlan, expand
 
-# Keys the sweep consumes itself; everything else is a run override passed to every cell.
-SWEEP_KEYS = ("dimension", "grid", "env", "envs", "seeds", "launcher", "fail_fast", "name", "timeout_min", "progress_s",
-              "dry_run")
 RUN_ENV_DEFAULT = "sokoban"
+
+# Keys the sweep consumes itself; everything else is a run override passed to every cell.
+# The comment beside each key is its `arena sweep --help` text (arena.config.field_docs).
+SWEEP_KEYS = {
+    "dimension": None,  # the grid of arms: arena/sweeps/grids/<dimension>.yaml (or one in $ARENA_GRIDS)
+    "grid": None,  # a grid file of your own instead of dimension=
+    "env": RUN_ENV_DEFAULT,  # the environments, one or a list: env=[sokoban,household]
+    "envs": None,  # another spelling of env=[...] (give one of the two)
+    "seeds": 3,  # a count (3 = seeds 0-2) or a list ([0,5,9])
+    "launcher": "local",  # configs/launcher/<name>.yaml: local | debug | slurm | ...
+    "fail_fast": False,  # stop launching cells after the first failed one
+    "name": None,  # the sweep's folder under results_dir/sweeps; default <dimension>-<budget>
+    "timeout_min": None,  # minutes a cell may run (the launcher's timeout_min when unset)
+    "progress_s": 30.0,  # seconds between progress lines
+    "dry_run": False,  # print the plan (cells, BC stages, launcher, wall-time estimate); write nothing (--dry-run)
+}
 
 
 @dataclass

@@ -11,9 +11,8 @@ from pathlib import Path
 from arena.backends import check_trainable
 from arena.config import cell_id
 from arena.runs import RunFolder
+from arena.cli_errors import EXIT_FAILED, EXIT_OK
 from arena.runs.wandb_log import init_wandb
-
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def run_dir(cfg) -> Path:

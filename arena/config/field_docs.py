@@ -1,0 +1,91 @@
+"""The documentation of each config key, read from the comments beside its definition, so the
+help text (`arena <verb> --help`) is written once, where the key is defined
+(docs/design.md, CLI grammar and exit codes).
+
+A key's text is the comment block right above its line plus the comment at the end of the line:
+
+    # arena.agent.prompts template          <- above
+    prompt_template: str = "minimal"  # ... <- beside
+
+Two kinds of definitions are read: the fields of a structured-config dataclass (recursively, as
+dotted keys) and the keys of a module-level dict literal (e.g. `DEFAULTS = {"policy": ...}`).
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import io
+import tokenize
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    key: str  # dotted, e.g. "bc.steps"
+    default: Any
+    doc: str  # "" when the definition has no comment
+
+
+def _comments(source: str) -> dict[int, tuple[str, bool]]:
+    """{line number: (comment text without '#', whether the comment is the whole line)}."""
+    out = {}
+    lines = source.splitlines()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            whole = not lines[row - 1][:col].strip()
+            out[row] = (tok.string.lstrip("#").strip(), whole)
+    return out
+
+
+def _doc_at(line: int, comments: dict[int, tuple[str, bool]]) -> str:
+    """The whole-line comments right above `line`, then the comment at its end."""
+    above, row = [], line - 1
+    while row in comments and comments[row][1]:
+        above.insert(0, comments[row][0])
+        row -= 1
+    beside = [comments[line][0]] if line in comments and not comments[line][1] else []
+    return " ".join(part for part in above + beside if part)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def dataclass_docs(cls: type, prefix: str = "") -> list[KeyDoc]:
+    """Every leaf field of the structured-config dataclass `cls` (nested dataclasses become
+    dotted keys), in definition order, with its default and comment."""
+    source = inspect.getsource(inspect.getmodule(cls))
+    comments = _comments(source)
+    lines = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            lines[node.name] = {s.target.id: s.lineno for s in node.body
+                                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    out = []
+    for f in dataclasses.fields(cls):
+        default = _default(f)
+        if dataclasses.is_dataclass(default):
+            out += dataclass_docs(type(default), f"{prefix}{f.name}.")
+        else:
+            out.append(KeyDoc(f"{prefix}{f.name}", default, _doc_at(lines[cls.__name__][f.name], comments)))
+    return out
+
+
+def dict_docs(module: Any, name: str) -> list[KeyDoc]:
+    """The keys of the module-level dict literal `name` in `module`, with values and comments."""
+    source = inspect.getsource(module)
+    comments = _comments(source)
+    values = getattr(module, name)
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
+            return [KeyDoc(k.value, values[k.value], _doc_at(k.lineno, comments))
+                    for k in node.value.keys if isinstance(k, ast.Constant)]
+    raise ValueError(f"{module.__name__}.{name} is not a dict literal at module level")
