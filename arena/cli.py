@@ -106,9 +106,14 @@ def _train(args: Sequence[str]) -> int:
 
 def _bc(args: Sequence[str]) -> int:
     """`arena bc env=...`: train (or find cached) the BC checkpoint and print its report."""
-    from arena.backends.embedded.bc import bc_dir, ensure_bc_checkpoint
+    from arena.config import BadConfig, check_env_available
 
     cfg = _config(args)
+    try:  # the environment's package, data and (tool envs) sandbox, before any demo is collected
+        check_env_available(cfg)
+    except BadConfig as exc:
+        raise BadInput(str(exc)) from exc
+    from arena.backends.embedded.bc import bc_dir, ensure_bc_checkpoint  # imports torch
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")
     print((bc_dir(cfg) / "bc.json").read_text())

@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from . import sandbox
+from .base import EnvUnavailableError
 from .math_problems import LEVELS, Problem, generate, load_problems
 
 PREFIXES = ("python:", "answer:")
@@ -102,6 +103,18 @@ def _math_verify(gold: str, predicted: str) -> bool:
 def _code_of(action_body: str) -> str:
     """The code after `python:`, without a surrounding markdown fence."""
     return _FENCE.sub("", action_body.strip()).strip("\n")
+
+
+def check_available(sandbox_mode: str = "auto", **_kwargs: Any) -> None:
+    """EnvUnavailableError with the sandbox's own message when tool code cannot be isolated here
+    in `sandbox_mode` (arena.envs.check_available): `arena train/bc/sweep` exit 2 before any
+    work instead of failing at the first tool call. Probes the sandbox once per process."""
+    if sandbox_mode not in sandbox.MODES:
+        raise EnvUnavailableError(f"unknown sandbox_mode {sandbox_mode!r}; valid: {', '.join(sandbox.MODES)}")
+    try:
+        sandbox.mode_in_force(sandbox_mode)
+    except sandbox.SandboxUnavailable as exc:
+        raise EnvUnavailableError(str(exc)) from exc
 
 
 class TirMathEnv:
