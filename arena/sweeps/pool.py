@@ -1,4 +1,5 @@
-"""The local launcher's driver loop: a pool of worker jobs (worker.py) per queue of cells.
+"""The local launcher's units of work for the driver loop (driver.drive): a pool of worker
+jobs (worker.py) per queue of cells.
 
 One queue holds the cells that are not done; up to `parallel` workers (submitit local jobs)
 claim its cells one after another, so a cell costs no process start. The driver follows the
@@ -25,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from .driver import drive
 from .launchers import submit
-from .ledger import BUSY, DONE, FAILED, cell_state, settle_waiting
+from .ledger import BUSY, DONE, FAILED, cell_state
 from .plan import Cell
 from .worker import CLAIMS, OUTCOMES, STOP, run_worker
 
@@ -83,73 +85,89 @@ def _died(cell: Cell, job) -> str:
     return FAILED
 
 
-def run_pool(cells: list[Cell], *, executor, pool_dir: Path, parallel: int, env: dict, threads: Optional[int],
-             train_fn: Optional[Callable], fail_fast: bool, progress, max_requeues: int) -> dict[str, str]:
-    """Run every cell that is not done; returns {cell_id: "done" | "failed" | "cancelled"}."""
-    pool = Path(pool_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    cells = list({c.cell_id: c for c in cells}.values())  # each cell once
-    outcome = {c.cell_id: DONE for c in cells if cell_state(c.out) == DONE}
-    todo = [c for c in cells if c.cell_id not in outcome]
-    queues = [Queue(pool / "q0", todo)] if todo else []
-    waiting: dict[str, Cell] = {}  # held by another live process
-    requeues: dict[str, int] = {}
-    per_cell_min = getattr(executor, "parameters", {}).get("timeout_min")  # set by make_executor (local)
-    n_workers = 0
-    count = lambda state: sum(v == state for v in outcome.values())  # noqa: E731
+class WorkerPool:
+    """The driver loop's units (driver.Units) for the local launcher: worker jobs that claim
+    the cells of a queue one after another (module docstring)."""
 
-    def start_worker(queue: Queue) -> None:
-        nonlocal n_workers
-        name, n_workers = f"w{n_workers}", n_workers + 1
-        if per_cell_min:
-            executor.update_parameters(timeout_min=int(per_cell_min) * len(queue.cells))
-        queue.workers[name] = submit(executor, functools.partial(
-            run_worker, str(queue.folder), [c.cfg for c in queue.cells], worker=name, driver_pid=os.getpid(),
-            env=env, threads=threads, train_fn=train_fn, fail_fast=fail_fast))
-        if per_cell_min:
-            executor.update_parameters(timeout_min=int(per_cell_min))
+    def __init__(self, executor, *, pool_dir: Path, parallel: int, env: dict, threads: Optional[int],
+                 train_fn: Optional[Callable], fail_fast: bool, max_requeues: int):
+        self.executor, self.parallel, self.max_requeues = executor, parallel, max_requeues
+        self.env, self.threads, self.train_fn, self.fail_fast = env, threads, train_fn, fail_fast
+        self.pool = Path(pool_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        self.queues: list[Queue] = []
+        self.per_cell_min = getattr(executor, "parameters", {}).get("timeout_min")  # set by make_executor (local)
+        self.n_workers = 0
+        self.resolved = 0  # cells collected so far (the poll backs off while this stands still)
+        self.poll, self.before = POLL_S, None
 
-    poll, before = POLL_S, None
-    while len(outcome) < len(cells):
-        for queue in queues:
+    def add(self, cells: list[Cell]) -> None:
+        if cells:  # the first queue holds every cell to run; a requeued busy cell gets its own
+            self.queues.append(Queue(self.pool / f"q{len(self.queues)}", cells))
+
+    def collect(self, outcome: dict[str, str]) -> list[tuple[Cell, str, Optional[float]]]:
+        results: list[tuple[Cell, str, Optional[float]]] = []
+        for queue in self.queues:
             ended = [n for n, job in queue.workers.items() if n not in queue.ended and job.done()]
             for cid, record in queue.new_outcomes():  # read after job.done(): a worker writes before it exits
-                if record["outcome"] == BUSY:
-                    waiting[cid] = queue.by_id[cid]
-                else:
-                    outcome[cid] = record["outcome"]
-                    progress.durations.append(float(record["seconds"]))
+                seconds = None if record["outcome"] == BUSY else float(record["seconds"])
+                results.append((queue.by_id[cid], record["outcome"], seconds))
+            resolved = set(outcome) | {cell.cell_id for cell, result, _ in results if result != BUSY}
             claims = queue.claims()
             for name in ended:
                 queue.ended.add(name)
                 for cid, owner in claims.items():
-                    if cid not in queue.read and cid not in outcome and (owner == name or not queue.running()):
-                        outcome[cid] = _died(queue.by_id[cid], queue.workers[name])
+                    if cid not in queue.read and cid not in resolved and (owner == name or not queue.running()):
+                        results.append((queue.by_id[cid], _died(queue.by_id[cid], queue.workers[name]), None))
+                        resolved.add(cid)
                 unclaimed = [c for c in queue.cells if c.cell_id not in claims]
                 if unclaimed and name not in claims.values():  # it could not even start a cell
                     queue.futile += 1
-                    if queue.futile > max_requeues:
-                        outcome.update({c.cell_id: _died(c, queue.workers[name]) for c in unclaimed})
+                    if queue.futile > self.max_requeues:
+                        results += [(c, _died(c, queue.workers[name]), None) for c in unclaimed]
+                        resolved |= {c.cell_id for c in unclaimed}
+        self.resolved += len(results)
+        return results
+
+    def launch(self, outcome: dict[str, str]) -> None:
+        for queue in self.queues:
+            claims = queue.claims()
             unclaimed = [c for c in queue.cells if c.cell_id not in claims and c.cell_id not in outcome]
             while unclaimed and queue.running() < len(unclaimed) and \
-                    sum(q.running() for q in queues) < parallel and not (fail_fast and count(FAILED)):
-                start_worker(queue)
-        for cell in settle_waiting(waiting, outcome, requeues, max_requeues):  # holder died: run it ourselves
-            queues.append(Queue(pool / f"q{len(queues)}", [cell]))
-        if fail_fast and count(FAILED):
-            (pool / STOP).touch()
-            for queue in queues:
-                for name, job in queue.workers.items():
-                    if name not in queue.ended:
-                        job.cancel()
-            for cell in cells:
-                outcome.setdefault(cell.cell_id, "cancelled")
-            break
-        running = sum(len(q.owners) - len(q.read) for q in queues) + len(waiting)
-        progress.report(count(DONE), running, count(FAILED))
-        now = (len(outcome), running, n_workers)
-        poll = POLL_S if now != before else min(IDLE_POLL_S, 2 * poll)  # fast while things happen
-        before = now
-        if len(outcome) < len(cells):
-            time.sleep(poll)
-    progress.report(count(DONE), 0, count(FAILED), force=True)
-    return outcome
+                    sum(q.running() for q in self.queues) < self.parallel:
+                self._start_worker(queue)
+
+    def _start_worker(self, queue: Queue) -> None:
+        name, self.n_workers = f"w{self.n_workers}", self.n_workers + 1
+        if self.per_cell_min:
+            self.executor.update_parameters(timeout_min=int(self.per_cell_min) * len(queue.cells))
+        queue.workers[name] = submit(self.executor, functools.partial(
+            run_worker, str(queue.folder), [c.cfg for c in queue.cells], worker=name, driver_pid=os.getpid(),
+            env=self.env, threads=self.threads, train_fn=self.train_fn, fail_fast=self.fail_fast))
+        if self.per_cell_min:
+            self.executor.update_parameters(timeout_min=int(self.per_cell_min))
+
+    def in_flight(self) -> int:
+        return sum(len(q.owners) - len(q.read) for q in self.queues)
+
+    def cancel(self) -> None:
+        (self.pool / STOP).touch()
+        for queue in self.queues:
+            for name, job in queue.workers.items():
+                if name not in queue.ended:
+                    job.cancel()
+
+    def pause(self, waiting: bool) -> float:
+        """Fast (POLL_S) while cells finish or workers start, backing off to IDLE_POLL_S."""
+        now = (self.resolved, self.in_flight(), self.n_workers)
+        self.poll = POLL_S if now != self.before else min(IDLE_POLL_S, 2 * self.poll)
+        self.before = now
+        return self.poll
+
+
+def run_pool(cells: list[Cell], *, executor, pool_dir: Path, parallel: int, env: dict, threads: Optional[int],
+             train_fn: Optional[Callable], fail_fast: bool, progress, max_requeues: int) -> dict[str, str]:
+    """Run every cell that is not done with a pool of workers (driver.drive); returns
+    {cell_id: "done" | "failed" | "cancelled"}."""
+    units = WorkerPool(executor, pool_dir=pool_dir, parallel=parallel, env=env, threads=threads, train_fn=train_fn,
+                       fail_fast=fail_fast, max_requeues=max_requeues)
+    return drive(cells, units, fail_fast=fail_fast, progress=progress, max_requeues=max_requeues)

@@ -1,8 +1,9 @@
-"""The driver loop: launch the cells that are not done, keep `parallel` jobs in flight, wait
-for cells held by other live processes, and print progress (done/running/failed, ETA).
+"""Running a sweep's cells: the BC stage, then the cells through the one driver loop
+(driver.drive), which launches the cells that are not done, keeps `parallel` jobs in flight,
+waits for cells held by other live processes, and prints progress (done/running/failed, ETA).
 
 With a `pool_dir` (the local launcher) the jobs are workers that each run many cells
-(pool.py, worker.py); otherwise (debug, SLURM) each job runs one cell.
+(pool.WorkerPool, worker.py); otherwise (debug, SLURM) each job runs one cell (OneJobPerCell).
 
 The driver holds no lock: each job locks its own cell (ledger.py), so a killed driver, or two
 drivers at once, never run a cell twice. A job that finds its cell busy returns "busy"; the
@@ -15,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from .driver import Progress, drive
 from .job import run_bc, run_cell
 from .launchers import submit
-from .ledger import BUSY, DONE, FAILED, cell_state, settle_waiting
+from .ledger import BUSY, DONE, FAILED, cell_state
 from .plan import Cell
 from .pool import run_pool
 
@@ -50,29 +52,6 @@ def _outcome(job, cell: Cell) -> str:
         return DONE if cell_state(cell.out) == DONE else FAILED
 
 
-class Progress:
-    def __init__(self, total: int, parallel: int, every_s: float, log: Callable):
-        self.total, self.parallel, self.every_s, self.log = total, parallel, every_s, log
-        self.started = time.time()
-        self.last = 0.0
-        self.durations: list[float] = []
-
-    def report(self, done: int, running: int, failed: int, *, force: bool = False) -> None:
-        now = time.time()
-        if not force and now - self.last < self.every_s:
-            return
-        self.last = now
-        remaining = self.total - done - failed
-        if self.durations and remaining:
-            # ETA = mean cell time * ceil(remaining / parallel)
-            per_cell = sum(self.durations) / len(self.durations)
-            eta = f"{per_cell * -(-remaining // max(1, self.parallel)):.0f}s"
-        else:
-            eta = "-" if remaining else "0s"
-        self.log(f"[sweep] {done}/{self.total} done, {running} running, {failed} failed, "
-                 f"elapsed {now - self.started:.0f}s, ETA {eta}")
-
-
 def run_bc_stage(cfgs: list, *, executor, env: dict, threads: int, bc_fn: Optional[Callable], wait: bool,
                  log: Callable) -> list:
     """One BC job per distinct BC config; waits for them unless `wait` is False (SLURM afterok)."""
@@ -84,62 +63,64 @@ def run_bc_stage(cfgs: list, *, executor, env: dict, threads: int, bc_fn: Option
     return jobs
 
 
+class OneJobPerCell:
+    """The driver loop's units (driver.Units) for the debug and SLURM launchers: one submitit
+    job per cell, at most `parallel` at once. A cell found done or busy when its turn comes is
+    resolved without a job."""
+
+    def __init__(self, executor, *, parallel: int, env: dict, threads: Optional[int], train_fn: Optional[Callable]):
+        self.executor, self.parallel = executor, parallel
+        self.env, self.threads, self.train_fn = env, threads, train_fn
+        self.pending: list[Cell] = []
+        self.running: dict[str, tuple[Cell, object, float]] = {}  # cell_id -> (cell, job, start time)
+        self.ready: list[tuple[Cell, str, Optional[float]]] = []  # resolved at launch time
+
+    def add(self, cells: list[Cell]) -> None:
+        self.pending.extend(cells)
+
+    def collect(self, outcome: dict[str, str]) -> list[tuple[Cell, str, Optional[float]]]:
+        results, self.ready = self.ready, []
+        for cid, (cell, job, t0) in list(self.running.items()):
+            if job.done():
+                del self.running[cid]
+                result = _outcome(job, cell)
+                results.append((cell, result, None if result == BUSY else time.time() - t0))
+        return results
+
+    def launch(self, outcome: dict[str, str]) -> None:
+        while self.pending and len(self.running) < self.parallel:
+            cell = self.pending.pop(0)
+            state = cell_state(cell.out)
+            if state in (DONE, BUSY):
+                self.ready.append((cell, state, None))
+                continue
+            job = submit(self.executor, functools.partial(run_cell, cell.cfg, env=self.env, threads=self.threads,
+                                                          train_fn=self.train_fn))
+            self.running[cell.cell_id] = (cell, job, time.time())
+
+    def in_flight(self) -> int:
+        return len(self.running)
+
+    def cancel(self) -> None:
+        for _, job, _ in self.running.values():
+            job.cancel()
+
+    def pause(self, waiting: bool) -> float:
+        return POLL_S if (self.running or waiting) and not self.ready else 0.0
+
+
 def run_cells(cells: list[Cell], *, executor, parallel: int, env: dict, threads: Optional[int] = None,
               train_fn: Optional[Callable] = None, fail_fast: bool = False, progress_s: float = 30.0,
               log: Callable = print, max_requeues: int = 3, pool_dir: Optional[Path] = None) -> dict[str, str]:
     """Run every cell that is not done; returns {cell_id: "done" | "failed" | "cancelled"}.
-    With `pool_dir`, `parallel` workers run the cells (pool.run_pool); else one job per cell."""
+    With `pool_dir`, `parallel` workers run the cells (pool.WorkerPool); else one job per cell.
+    Either way the loop is driver.drive."""
+    progress = Progress(len(cells), parallel, progress_s, log)
     if pool_dir is not None:
         return run_pool(cells, executor=executor, pool_dir=pool_dir, parallel=parallel, env=env, threads=threads,
-                        train_fn=train_fn, fail_fast=fail_fast, progress=Progress(len(cells), parallel, progress_s, log),
-                        max_requeues=max_requeues)
-    outcome: dict[str, str] = {}
-    pending: list[Cell] = []
-    for cell in cells:
-        if cell_state(cell.out) == DONE:
-            outcome[cell.cell_id] = DONE
-        else:
-            pending.append(cell)
-    running: dict[str, tuple[Cell, object, float]] = {}
-    waiting: dict[str, Cell] = {}  # held by another live process
-    requeues: dict[str, int] = {}
-    progress = Progress(len(cells), parallel, progress_s, log)
-    failed = lambda: sum(v == FAILED for v in outcome.values())  # noqa: E731
-    while pending or running or waiting:
-        while pending and len(running) < parallel and not (fail_fast and failed()):
-            cell = pending.pop(0)
-            state = cell_state(cell.out)
-            if state == DONE:
-                outcome[cell.cell_id] = DONE
-            elif state == BUSY:
-                waiting[cell.cell_id] = cell
-            else:
-                job = submit(executor, functools.partial(run_cell, cell.cfg, env=env, threads=threads, train_fn=train_fn))
-                running[cell.cell_id] = (cell, job, time.time())
-        for cid, (cell, job, t0) in list(running.items()):
-            if not job.done():
-                continue
-            del running[cid]
-            result = _outcome(job, cell)
-            if result == BUSY:
-                waiting[cid] = cell
-            else:
-                outcome[cid] = result
-                progress.durations.append(time.time() - t0)
-        pending.extend(settle_waiting(waiting, outcome, requeues, max_requeues))  # holder died: launch it ourselves
-        if fail_fast and failed():
-            for cid, (cell, job, _) in running.items():
-                job.cancel()
-                outcome[cid] = "cancelled"
-            for cell in pending + list(waiting.values()):
-                outcome.setdefault(cell.cell_id, "cancelled")
-            break
-        done = sum(v == DONE for v in outcome.values())
-        progress.report(done, len(running) + len(waiting), failed())
-        if running or waiting:
-            time.sleep(POLL_S)
-    progress.report(sum(v == DONE for v in outcome.values()), 0, failed(), force=True)
-    return outcome
+                        train_fn=train_fn, fail_fast=fail_fast, progress=progress, max_requeues=max_requeues)
+    units = OneJobPerCell(executor, parallel=parallel, env=env, threads=threads, train_fn=train_fn)
+    return drive(cells, units, fail_fast=fail_fast, progress=progress, max_requeues=max_requeues)
 
 
 def cell_dirs(cells: list[Cell]) -> list[Path]:
