@@ -1,4 +1,4 @@
-"""The ledger: a cell's state is read from its run folder alone (decisions.md §F).
+"""The ledger: a cell's state is read from its run folder alone (docs/design.md, Run folder).
 
     done     summary.json parses and carries every field (the only proof of completion;
              a corrupt one counts as missing: the job sets it aside and reruns the cell)

@@ -2,7 +2,7 @@
 
 A cell = (arm, env, seed, role) with its resolved config; its folder is
 `<results_dir>/sweeps/<name>/cells/<cell_id>/` (= cfg.out). The manifest maps each cell's
-(arm, env, seed) to its cell_id and role (decisions.md §F).
+(arm, env, seed) to its cell_id and role (docs/design.md, Run folder and Manifest).
 """
 from __future__ import annotations
 

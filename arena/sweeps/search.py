@@ -1,4 +1,5 @@
-"""Stability-aware search (issue #5, decisions §E), one per (arm, env), before the report cells.
+"""Stability-aware search, one per (arm, env), before the report cells (docs/design.md,
+Stability criterion and collapse rules; docs/methods.md, Stability criterion and the search grid).
 
 Each search is a generator that yields the cells of its next trial and receives their
 outcomes; the driver runs the trials of every search together. An Optuna study (file-based
