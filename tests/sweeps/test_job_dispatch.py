@@ -18,7 +18,8 @@ def test_verl_cell_runs_in_a_child_process_and_fails_clearly_without_vllm(tmp_pa
     # message lands in the cell's error.txt and the cell counts as failed, never as done
     called = []
     monkeypatch.setattr("arena.backends.embedded.run.run_training", lambda cfg, **_: called.append(cfg) or 0)
-    cfg = load_config(["backend=verl", f"out={tmp_path / 'cell'}", f"results_dir={tmp_path}", "wandb.enabled=false"])
+    cfg = load_config(["backend=verl", "rollout.name=vllm", f"out={tmp_path / 'cell'}", f"results_dir={tmp_path}",
+                       "wandb.enabled=false"])
     assert job.run_cell(cfg, env={}) == FAILED
     assert called == []  # the embedded trainer was not used for a verl cell
     assert (tmp_path / "cell" / "verl_cell.yaml").is_file()  # the child's config, resolved

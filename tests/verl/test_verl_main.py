@@ -95,7 +95,9 @@ def ready(monkeypatch):
 def _write_steps(run_dir, steps):
     writer = VerlRunWriter(RunFolder(run_dir).create(), total_steps=3, theta=0.0025, min_points=5, n_eval=4)
     for step in steps:
-        writer.log({"val-core/sokoban/acc/mean@1": 0.25 * step, "actor/pg_loss": 0.1}, step)
+        # a run that had the format (else summary.json's status is no_format, arena/runs/stability.py)
+        writer.log({"val-core/sokoban/acc/mean@1": 0.25 * step, "actor/pg_loss": 0.1,
+                    "rollout/format_valid_ratio": 0.9}, step)
 
 
 def test_run_training_writes_config_first_then_summary_last(tmp_path, ready):
@@ -258,7 +260,7 @@ def test_cpu_run_gets_the_cpu_platform_and_verl_settings_everywhere(tmp_path, re
     assert config.actor_rollout_ref.rollout.name == "arena" and config.trainer.n_gpus_per_node == 1
     assert config.actor_rollout_ref.rollout.tensor_model_parallel_size == 1
     # both plugin modules are imported by `import verl` in every process; the CPU platform chosen
-    want = {"VERL_PLATFORM": "cpu",
+    want = {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda",
             "VERL_USE_EXTERNAL_MODULES": "arena.backends.verl.cpu_platform,arena.backends.verl.arena_rollout"}
     assert dict(config.ray_kwargs.ray_init.runtime_env.env_vars).items() >= want.items()
     assert seen["env"] == want  # the driver process too, before run_ppo imports verl's workers
@@ -275,7 +277,7 @@ def test_cpu_platform_is_registered_and_chosen_by_verl_platform(monkeypatch):
     name = platform_manager._detect_platform_name()
     platform = platform_manager._create_platform(name)
     assert isinstance(platform, CPUPlatform) and platform.device_name == "cpu"
-    assert platform.communication_backend_name() == "gloo" and platform.ray_resource_name() == "CPU"
+    assert platform.communication_backend_name() == "gloo" and platform.ray_resource_name() == "GPU"
     assert not platform.is_platform_available(use_smi_check=True)
     assert CPU_ENV["VERL_USE_EXTERNAL_MODULES"] == "arena.backends.verl.cpu_platform"
 

@@ -107,8 +107,9 @@ class ArenaReplica(RolloutReplica):
         worker = self.workers[0]
         node_id, accelerators = await worker.__ray_call__.remote(
             lambda self: (ray.get_runtime_context().get_node_id(), ray.get_runtime_context().get_accelerator_ids()))
-        gpu_ids = list(accelerators.get("GPU", [])) if isinstance(accelerators, dict) else []
         platform = get_platform()
+        on_cpu = platform.device_name == "cpu"  # cpu_platform: its "GPU" slots are not devices
+        gpu_ids = [] if on_cpu else list((accelerators or {}).get(platform.ray_resource_name(), []))
         env_vars = {var: "1" for var in platform.ray_noset_envvars()}
         if gpu_ids:
             env_vars[platform.visible_devices_envvar()] = str(gpu_ids[0])

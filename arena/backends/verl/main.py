@@ -39,6 +39,7 @@ from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
 
 
 def run_dir(cfg) -> Path:
@@ -62,6 +63,12 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
         "trainer.experiment_name": wandb_init_kwargs(cfg, cell_id(cfg), run.path)["name"],
         "actor_rollout_ref.rollout.name": rollout_name(cfg),
     }
+    # verl's validate_config requires a log-prob micro-batch for the reference and the rollout
+    # (old log-probs); the actor's own micro-batch is the same number of turn-samples
+    rows_per_mini = micro_batch_rows(cfg)
+    for key in ("ref.log_prob_micro_batch_size_per_gpu", "rollout.log_prob_micro_batch_size_per_gpu",
+                "actor.ppo_micro_batch_size_per_gpu"):
+        out[f"actor_rollout_ref.{key}"] = rows_per_mini
     if rollout_name(cfg) == "arena":  # one server per worker: arena's sampler is not tensor-parallel
         out["actor_rollout_ref.rollout.tensor_model_parallel_size"] = 1
     if not uses_gpu(cfg):
@@ -69,6 +76,20 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
 
         out.update(cpu_overrides())
     return out
+
+
+def micro_batch_rows(cfg) -> int:
+    """Rows per forward/backward on verl: the largest divisor of a mini-batch's rows that is at
+    most `micro_batch_size`. The per-turn rows are padded to a multiple of verl's mini-batch
+    (ppo_mini_batch_size * rollout.n rows: fan_out.swap_in), and verl asserts that every
+    micro-batch is full (`data size must be divisible by ... micro_batch_size_per_gpu`), so a
+    micro-batch that does not divide the mini-batch stops the step."""
+    from .verl_config import arena_values
+
+    values = arena_values(cfg)
+    mini_rows = int(values["actor_rollout_ref.actor.ppo_mini_batch_size"]) * int(cfg.group_size)
+    cap = max(1, min(int(cfg.micro_batch_size), mini_rows))
+    return max(d for d in range(1, cap + 1) if mini_rows % d == 0)
 
 
 def worker_env(cfg, run: RunFolder) -> dict[str, str]:
@@ -114,9 +135,10 @@ def checkpoint_step(ckpt_dir: Path) -> int:
 
 
 @contextmanager
-def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None) -> Iterator[str]:
+def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None, min_cpus: int = 1) -> Iterator[str]:
     """$RAY_ADDRESS when set; else a private head for this job (stopped on exit) with `num_gpus`
-    GPUs (default: the GPUs this node sees)."""
+    GPUs (default: the GPUs this node sees) and at least `min_cpus` logical CPUs (Ray's CPU count
+    is a scheduling budget, not cores: a CPU run's actors need more slots than a laptop has)."""
     import ray
 
     if os.environ.get("RAY_ADDRESS"):
@@ -125,7 +147,7 @@ def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None) -> It
     from .launch import gpus_per_node
     from .ray_head import RayHead, ray_temp_dir
 
-    cpus = int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1)
+    cpus = max(int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1), min_cpus)
     gpus = gpus_per_node() if num_gpus is None else num_gpus
     with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus) as head:
         log(f"[train] Ray head {head.address}, temp dir {head.temp_dir}")
@@ -140,6 +162,16 @@ def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None) -> It
             ray.shutdown()
         head.stop()
         shutil.rmtree(head.temp_dir, ignore_errors=True)  # a finished run's Ray logs are not kept
+
+
+def initial_model_path(cfg, log=print) -> Path:
+    """The checkpoint RL starts from, as the embedded backend's `load_initial_model`: `model.path`
+    as given, else (or with bc.source=rejection) the cached BC checkpoint, trained here once."""
+    if cfg.model.path and cfg.bc.source != "rejection":
+        return Path(cfg.model.path)
+    from arena.backends.embedded.bc import ensure_bc_checkpoint
+
+    return Path(ensure_bc_checkpoint(cfg, log=log)).resolve()
 
 
 def _cannot_start(run: RunFolder, message: str, log) -> int:
@@ -178,8 +210,10 @@ def run_training(cfg, log=print) -> int:
     writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
                            n_eval=cfg.eval.n, cell_id=cell_id(cfg))
     writer.start(OmegaConf.to_yaml(cfg), resume_step=checkpoint_step(run.ckpt))
-    (run.path / "verl_config.yaml").write_text(OmegaConf.to_yaml(verl_cfg))
     try:
+        with open_dict(verl_cfg):
+            verl_cfg.actor_rollout_ref.model.path = str(initial_model_path(cfg, log))
+        (run.path / "verl_config.yaml").write_text(OmegaConf.to_yaml(verl_cfg))
         rows = write_dataset(cfg, run.path)  # the files dataset_overrides points verl at
         log(f"[train] verl dataset: {rows['train']} training episodes, {rows['val']} eval episodes")
         from verl.trainer.main_ppo import run_ppo
@@ -187,7 +221,11 @@ def run_training(cfg, log=print) -> int:
         from .task_runner import RemoteArenaTaskRunner
 
         os.environ.update(verl_env(cfg))  # this process too (verl reads them on import)
-        with ray_cluster(run, log=log, num_gpus=None if uses_gpu(cfg) else 0):
+        # a CPU run's head declares one "GPU" slot per worker (cpu_platform.CPUPlatform.ray_resource_name)
+        # and enough logical CPUs for verl's actors: each worker bundle asks for 3 (actor, ref and
+        # rollout colocated), plus the TaskRunner, the agent-loop and reward workers
+        slots = None if uses_gpu(cfg) else int(verl_cfg.trainer.n_gpus_per_node)
+        with ray_cluster(run, log=log, num_gpus=slots, min_cpus=CPU_RUN_RAY_CPUS if slots else 1):
             run_ppo(verl_cfg, task_runner_class=RemoteArenaTaskRunner)
         summary = run.summary() or writer.finish()  # the trainer's fit() writes it; else here
     except Exception:

@@ -117,7 +117,12 @@ class TurnRolloutManager:
         def one_try(try_idx: int) -> TurnBatch:
             batch = gen_batch if try_idx == 0 else reseeded(
                 gen_batch, step_seeds(self.seed, step, try_idx, n_groups), self.group_size)
-            outputs.append(self.inner.generate_sequences(batch))
+            out = self.inner.generate_sequences(batch)
+            # verl's AgentLoopManager returns only what the loops produced; the rows keep the
+            # input's order, so the group ids (uid) come from the input batch
+            if "uid" not in out.non_tensor_batch and "uid" in batch.non_tensor_batch:
+                out.non_tensor_batch["uid"] = batch.non_tensor_batch["uid"]
+            outputs.append(out)
             return turns_from_output(outputs[-1], group_size=self.group_size, pad_id=self.pad_id)
 
         t0 = time.perf_counter()
