@@ -90,12 +90,14 @@ def collapse_reason(history: Sequence[dict], total_steps: int, *, n_eval: Option
 
 
 def run_status(history: Sequence[dict], reason: Optional[str], *, min_format_valid: float = 0.5) -> str:
-    """summary.json's status: `collapsed` (a collapse rule fired), `no_format` (the run never had
-    the format, so it could not collapse), else `done`."""
+    """summary.json's status: `collapsed` (a collapse rule fired), `no_format` (format ratios were
+    logged and none reached min_format_valid: the run never had the format, so it could not
+    collapse), else `done`."""
     if reason is not None:
         return "collapsed"
-    had_format = any(_finite(r.get(k)) and float(r[k]) >= min_format_valid for r in history for k in FORMAT_KEYS)
-    return "done" if had_format else "no_format"
+    ratios = [float(r[k]) for r in history for k in FORMAT_KEYS if _finite(r.get(k))]
+    # no format ratio logged at all: nothing says the format was missing
+    return "no_format" if ratios and max(ratios) < min_format_valid else "done"
 
 
 def _real_rise(s0: float, best: float, n: int) -> bool:

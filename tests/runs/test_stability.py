@@ -54,6 +54,7 @@ def test_collapse_conditions():
     assert run_status(never, None) == "no_format"
     assert run_status(ok, None) == "done"
     assert run_status(ok, "x") == "collapsed"
+    assert run_status([{"step": 1, "actor/grad_norm": 1.0}], None) == "done"  # no format ratio logged
 
 
 def test_eval_fall_after_a_real_rise_is_a_collapse():
