@@ -101,6 +101,9 @@ def _dynamics(tidy: pd.DataFrame, env: str, panels, title: str, arm_order=None, 
             ax.set_xlabel(X_LABEL)
             ax.set_ylabel(ylabel)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+            low, high = ax.get_ylim()  # the axis, like the bands, stays inside the metric's range
+            lo, hi = bounds
+            ax.set_ylim(low if lo is None else max(low, lo), high if hi is None else min(high, hi))
         handles = [Line2D([], [], **styles[a]) for a in arms]
         logged = set(data["arm"])
         _legend_below(fig, handles, [a if a in logged else f"{a} (no runs)" for a in arms])
