@@ -1,4 +1,4 @@
-"""The two frames every table and plot is a function of (issue #6, item 1).
+"""The two frames every table and plot is a function of (docs/design.md, Report).
 
 runs_frame:  one row per run of the sweep's manifest (role "report" by default), built from
              summary.json. A run without summary.json is `failed` (error.txt present) or

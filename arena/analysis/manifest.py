@@ -1,4 +1,4 @@
-"""The sweep manifest, as the report reads it (decisions.md §F; written by the sweep, issue #5).
+"""The sweep manifest, as the report reads it (docs/design.md, Run folder; written by the sweep).
 
 `<results_dir>/sweeps/<name>/manifest.json`:
 

@@ -1,6 +1,6 @@
 """A W&B dashboard (report) for one sweep, as pure data, plus an optional online save.
 
-Runs are logged with flat config keys (decisions.md §F: `po.clipping`, `env.name`, `name`, `arm`,
+Runs are logged with flat config keys (docs/design.md, W&B: `po.clipping`, `env.name`, `name`, `arm`,
 ...), so each panel grid selects the sweep's runs with Config('name') == NAME and groups them by
 one dimension (and by env, so environments never mix). The spec is built and tested offline;
 `save_dashboard` needs the `wandb-workspaces` package and the network, and is only called when
