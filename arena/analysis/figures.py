@@ -8,7 +8,7 @@ points only at eval steps); up to MAX_ARMS_WITH_BANDS arms, a band of mean ± st
 clipped to the metric's range:
     band(step) = clip(mean_s v_s(step) ± std_s v_s(step), lo, hi)   (ddof=0: one seed, no band)
 Stability: one panel per env; each run's var_last20 by arm, its marker by status (stable,
-unstable, unresolved, collapsed, failed, missing), the line theta and each run's binomial noise
+unstable, unresolved, collapsed, no_format, failed, missing), the line theta and each run's binomial noise
 floor p(1-p)/n_eval. Legends sit below the panels, outside every axes. Each function returns the
 Figure (tests read its axes).
 """
@@ -50,6 +50,7 @@ STATUS_MARKERS = {
     "unstable": ("unstable (var >= theta)", "X", "tab:orange", True),
     "unresolved": ("unresolved (window too short)", "o", "tab:purple", False),
     "collapsed": ("collapsed", "v", "tab:red", True),
+    "no_format": ("no format (never format-valid)", "^", "tab:brown", False),
     "failed": ("failed (no value, at 0)", "x", "black", True),
     "missing": ("missing (no value, at 0)", "s", "grey", False),
 }
@@ -127,8 +128,8 @@ def is_analysis_figure(tidy: pd.DataFrame, env: str, *, arm_order: Optional[Sequ
 
 
 def run_status(status: str, stable) -> str:
-    """A run's key in STATUS_MARKERS: failed/missing/collapsed from its status, else its `stable`."""
-    if status in ("failed", "missing", "collapsed"):
+    """A run's key in STATUS_MARKERS: failed/missing/collapsed/no_format from its status, else its `stable`."""
+    if status in ("failed", "missing", "collapsed", "no_format"):
         return status
     if isinstance(stable, (bool, np.bool_)):
         return "stable" if stable else "unstable"

@@ -30,7 +30,7 @@ RUN_HP = ("lr", "kl_coef", "entropy_coef", "group_size", "batch_envs", "ppo_epoc
 SUMMARY_KEYS = ("final_eval_success", "initial_eval_success", "var_last20", "noise_floor", "theta", "stable",
                 "n_eval", "wall_seconds", "git_sha", "git_dirty", "host", "slurm_job_id")
 ID_COLUMNS = ("sweep", "run", "arm", "env", "seed", "role", "status")
-STATUSES = ("done", "collapsed", "failed", "missing")
+STATUSES = ("done", "collapsed", "no_format", "failed", "missing")
 
 
 def _choices_from_config(path: Path) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The numbers behind the report table: a function of the runs frame and the manifest
 (docs/design.md, Report; formulas in docs/methods.md, Statistics).
 
-Scores are in points (x100), over the seeds whose run finished (status done or collapsed; a
-collapsed run's last eval is a real outcome and counts). Failed and missing runs are counted,
+Scores are in points (x100), over the seeds whose run finished (status done, collapsed or no_format;
+a collapsed run's last eval is a real outcome and counts). Failed and missing runs are counted,
 never scored as zero. Per (arm, env) cell:
     mean, std (ddof=1), n_seeds, 95% bootstrap CI over seeds (None when n < 3)
     start = mean over seeds of the step-0 eval (the BC policy); gain_s = final_s - start_s per
@@ -31,7 +31,7 @@ from arena.po.methods import GROUPS
 
 from . import stats
 
-FINISHED = ("done", "collapsed")
+FINISHED = ("done", "collapsed", "no_format")
 AVG = "Avg"
 POINTS = 100.0
 NAN = float("nan")

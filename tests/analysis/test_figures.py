@@ -219,3 +219,13 @@ def test_figure_bytes_are_deterministic(runs):
 
     assert render("pdf") == render("pdf")
     assert render("png") == render("png")
+
+
+def test_no_format_runs_get_their_own_marker():
+    # a run that never had the format is neither stable nor collapsed (docs/design.md §E): its
+    # status decides the marker, whatever its `stable` says
+    assert F.run_status("no_format", True) == "no_format"
+    assert F.run_status("collapsed", True) == "collapsed"
+    assert F.run_status("done", True) == "stable" and F.run_status("done", False) == "unstable"
+    assert F.run_status("done", "unresolved") == "unresolved"
+    assert F.STATUS_MARKERS["no_format"][0].startswith("no format")
