@@ -115,7 +115,9 @@ class StopStrings:
     def hits(self, history: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """history [B', t+1]: each live row's response so far; last [B'] = history[:, -1].
         Returns [B'] bool: the row's response now contains a stop string."""
-        candidates = self.candidates.to(last.device)  # [V_tok]
+        if self.candidates.device != last.device:  # moved once, not at every step
+            self.candidates = self.candidates.to(last.device)
+        candidates = self.candidates  # [V_tok]
         in_vocab = last < candidates.shape[0]  # [B'] (a model may have more rows than the tokenizer)
         maybe = in_vocab & candidates[last.clamp(max=candidates.shape[0] - 1)]  # [B']
         out = torch.zeros_like(maybe)  # [B']
@@ -133,7 +135,7 @@ class StopStrings:
         the text contains a stop string, else len(ids) (for a server that may not stop itself)."""
         ids = list(ids)
         for t, token in enumerate(ids):
-            if token < self.candidates.shape[0] and bool(self.candidates[token]):
+            if token < self.candidates.shape[0] and bool(self.candidates[int(token)]):
                 text = self.tokenizer.decode(ids[max(0, t + 1 - self.window) : t + 1], skip_special_tokens=True)
                 if any(s in text for s in self.stops):
                     return t + 1
