@@ -1,7 +1,7 @@
 """A sweep's state from disk alone: the manifest plus each cell's run folder, and a plain
 per-arm summary table (the fallback when the report can't be built). The layout, the manifest
 reader and the summary check are arena.runs' (docs/design.md, Run folder); "±" is the sample
-standard deviation over seeds, as in the report (docs/methods.md, Report statistics)."""
+standard deviation over seeds, as in the report (docs/methods.md, Statistics)."""
 from __future__ import annotations
 
 import math
