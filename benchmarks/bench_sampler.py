@@ -1,4 +1,4 @@
-"""Sampler throughput: arena's `sample_tokens` against `model.generate` (issue #4).
+"""Sampler throughput: arena's `sample_tokens` against `model.generate`.
 
 Same model, same left-padded batch, same temperature, same number of new tokens (no stop
 token, so every row generates exactly `new_tokens`). The two are timed in turn for each

@@ -5,7 +5,7 @@ installed, else Hydra's basic sequential launcher; the output says which).
     overhead per cell = (wall time of the sweep - N * task time) / N     (task time = 0 here)
 
 Ours = expand + validate the N cells, write the manifest, the BC stage job, and the cells on
-the local launcher's worker pool; the report (issue #6's tables and figures, written once per
+the local launcher's worker pool; the report (the tables and figures, written once per
 sweep) is timed on its own and printed beside it. Where the time went before the worker pool
 (3.66 s/cell against Hydra's 1.26): one submitit job, i.e. two fresh python processes
 (controller + task) importing torch, per cell, with cores // cpus of them at once, plus one

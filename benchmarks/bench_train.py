@@ -1,4 +1,4 @@
-"""Training throughput of the embedded backend (issue #4), as ratios measured in one run.
+"""Training throughput of the embedded backend, as ratios measured in one run.
 
 1. MFU: training tokens/s of the default model (forward + backward + AdamW on prompt++response
    sequences), against the fp32 matmul peak of this machine measured in the same run:

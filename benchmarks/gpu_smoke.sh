@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for issues #4/#7 (run on the device machine; CI never has a GPU). Under 8 minutes:
+# GPU check for the embedded-backend task and the verl-backend task (run on the device machine; CI never has a GPU). Under 8 minutes:
 #   1. the `gpu`-marked tests: CUDA sampler log-probs = full forward; GRPO solves the sanity env
 #      on CUDA; the 5M model trains on multi-turn Sokoban on CUDA (tests/embedded/test_cuda.py);
 #   2. `arena train device=cuda model.size=medium budget=smoke`, the CLI path, with its timings;

@@ -1,4 +1,4 @@
-"""Generate a household game pool offline (issue #3).
+"""Generate a household game pool offline.
 
     python scripts/make_household_games.py                    # the committed pool (30 games)
     python scripts/make_household_games.py --n-games 200 --out /tmp/pool --no-archive

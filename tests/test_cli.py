@@ -1,4 +1,4 @@
-"""The `arena` CLI grammar (decisions §F): exit 0 on success, 2 on bad input with the valid
+"""The `arena` CLI grammar (docs/design.md §F): exit 0 on success, 2 on bad input with the valid
 choices listed, and nothing launched on bad input."""
 import importlib.util
 

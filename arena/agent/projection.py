@@ -1,6 +1,6 @@
 """Projection: LLM response text -> (action sent to the env, format_valid, action_valid).
 
-methods.md §3 (the authors' ALFWorld projection) and decisions.md §D:
+docs/methods.md §3 (the authors' ALFWorld projection) and docs/design.md §D:
 - format_valid iff the whole response matches
   `^\\s*<think>(.*?)</think>\\s*<action>(.*?)</action>\\s*$` (case-insensitive, DOTALL),
   each of the four tags appears exactly once, and the text holds no CJK character.

@@ -1,4 +1,4 @@
-"""Prompt templates: one single user message per turn (methods.md §2.2).
+"""Prompt templates: one single user message per turn (docs/methods.md §2).
 
 `render_prompt` is pure. The message holds, in order: the task instruction, the last
 `history_length` (observation, action) pairs, "You have already taken N step(s)." (left out on
@@ -10,7 +10,7 @@ Three template kinds:
 - "minimal": only what changes between turns (the shown history, the step count, the
   observation, the goal line). The instruction, the action list and the format line are the
   same on every turn of an environment, so they carry no information for a model trained from
-  scratch by BC on these prompts (the embedded CPU testbed, issue #8); they only cost compute.
+  scratch by BC on these prompts (the embedded CPU testbed); they only cost compute.
 - "compact" (default): minimal text, because the embedded CPU backend trains a tiny model on
   these prompts and every token costs;
 - "full": worded like the authors' prompts (verl-agent style: "Prior to this step, you have

@@ -1,4 +1,4 @@
-"""The backend-agnostic multi-turn rollout loop that produces the per-turn batch (methods.md §2).
+"""The backend-agnostic multi-turn rollout loop that produces the per-turn batch (docs/methods.md §2).
 
 `rollout(envs, seeds, group_size, generate)` plays B = len(seeds) groups of n = group_size
 trajectories; the n members of group b all play seeds[b] (env.reset(seeds[b])).
@@ -12,7 +12,7 @@ Each turn: render one prompt per active env (no growing transcript), ONE batched
 projected action. Only active turns become rows; rows are ordered by (traj_id, turn_idx).
 
 The policy: `generate(prompts: list[str]) -> list[(text, prompt_ids, token_ids, sampler_logp)]`
-(decisions §F); ids are int lists or 1-D tensors, `sampler_logp` floats aligned with token_ids
+(docs/design.md §F); ids are int lists or 1-D tensors, `sampler_logp` floats aligned with token_ids
 (None is accepted and stored as zeros).
 
 The episode goal is `info["task"]` when the env gives it, else the text after "Your task is
@@ -204,7 +204,7 @@ def _build_batch(trajs, group_size, penalty_coef, pad_id, first_group_id, first_
             logps.append(logp)
     episode_return = torch.tensor(returns, dtype=torch.float32)  # [N]
     action_valid = torch.tensor(action_flags, dtype=torch.bool)  # [N]
-    # score_j = E_tau - c * (1 - v_j)   (decisions §D; computed once, here)
+    # score_j = E_tau - c * (1 - v_j)   (docs/design.md §D; computed once, here)
     score = episode_return - penalty_coef * (1.0 - action_valid.float())  # [N]
     prompt_ids, prompt_mask = _pad(prompts, pad_id, side="left", dtype=torch.long)  # [N, P], [N, P]
     response_ids, response_mask = _pad(responses, pad_id, side="right", dtype=torch.long)  # [N, T], [N, T]

@@ -16,7 +16,7 @@ ENVS = {
     "household": "arena.envs.household:HouseholdEnv",
     "shop": "arena.envs.shop:ShopEnv",
     "alfworld": "arena.envs.alfworld:AlfworldEnv",
-    "sanity": "arena.envs.sanity:SanityEnv",  # one-turn RL correctness check (issue #4)
+    "sanity": "arena.envs.sanity:SanityEnv",  # one-turn RL correctness check
 }
 
 

@@ -1,8 +1,8 @@
-"""ALFWorld (text) adapter over the real `alfworld` package and data (issue #3).
+"""ALFWorld (text) adapter over the real `alfworld` package and data.
 
 Optional: needs `pip install 'arena[alfworld]'`, then `alfworld-download`, with ALFWORLD_DATA
 pointing at the data. The episode loop is the shared `TextWorldEpisode` (the household tests
-exercise it): reward 10 * won (methods.md §3), admissible commands from textworld, the
+exercise it): reward 10 * won (docs/methods.md §3), admissible commands from textworld, the
 observation text exactly as ALFWorld's textworld env returns it.
 
 Games: the `game.tw-pddl` files of a split, sorted by path (skipping the games ALFWorld itself
@@ -39,7 +39,7 @@ TASK_TYPES = (
     "pick_clean_then_place_in_recep",
 )
 TASK_PREFIX = "Your task is to: "
-DEFAULT_MAX_TURNS = 50  # env.max_steps of the ALFWorld scripts (methods.md §10)
+DEFAULT_MAX_TURNS = 50  # env.max_steps of the ALFWorld scripts (docs/methods.md §10)
 
 INSTRUCTION = (
     "You are an expert agent operating in the ALFRED embodied household environment. Each turn "

@@ -1,4 +1,4 @@
-"""The environment protocol shared by every task (issue #3).
+"""The environment protocol shared by every task.
 
 An environment is a plain Python object:
 

@@ -1,4 +1,4 @@
-"""The household text task: ALFWorld-like pick-and-place games made with TextWorld (issue #3).
+"""The household text task: ALFWorld-like pick-and-place games made with TextWorld.
 
 Games come from a fixed pool (`household_games`): the committed pool has 30 games (20 train,
 10 eval); `pool="large"` generates 512 games once into the cache folder (256 train, 256 eval:

@@ -1,4 +1,4 @@
-"""Game pools for the household task: generation (offline) and loading (issue #3).
+"""Game pools for the household task: generation (offline) and loading.
 
 A pool is a folder holding `manifest.json` and the games. The committed pool
 (`arena/envs/games/household/`) stores every game's `.z8` story and `.json` state file in one

@@ -1,4 +1,4 @@
-"""The RL sanity environment (issue #4, "RL correctness"): one turn, and the observation
+"""The RL sanity environment: one turn, and the observation
 determines the right action. Any correct policy gradient solves it quickly from a random
 initialisation; a pipeline with a wrong gradient sign or broken bookkeeping does not.
 

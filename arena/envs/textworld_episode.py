@@ -1,7 +1,7 @@
 """One TextWorld game played turn by turn: the episode loop shared by household and alfworld.
 
 Both tasks are textworld games with an admissible-command list, so they share the same rules
-(methods.md §3, ALFWorld):
+(docs/methods.md §3, ALFWorld):
 - reward = win_reward * won, paid once, on the turn the game is won (ALFWorld: 10 * won);
 - an action is admissible iff its lowercased, stripped text is in the lowercased admissible list;
 - a non-admissible action is a no-op turn: the game is not stepped and the observation is

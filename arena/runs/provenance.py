@@ -1,4 +1,4 @@
-"""Provenance for summary.json (decisions.md §F): git SHA and dirty flag (recorded by the
+"""Provenance for summary.json (docs/design.md §F): git SHA and dirty flag (recorded by the
 driver at submit time and passed in ARENA_GIT_SHA / ARENA_GIT_DIRTY), package versions, host,
 SLURM job id."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stability and collapse (decisions.md §E).
+"""Stability and collapse (docs/design.md §E).
 
 Eval points: step 0 (the starting BC policy), every `test_freq` steps, and every step inside
 the final window. The window is the eval points with step >= 0.8*T.

@@ -1,4 +1,4 @@
-"""summary.json, the proof that a run finished (decisions.md §F), built the same way by every
+"""summary.json, the proof that a run finished (docs/design.md §F), built the same way by every
 backend from its eval points and metrics rows."""
 from __future__ import annotations
 

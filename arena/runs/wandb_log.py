@@ -1,4 +1,4 @@
-"""W&B logging (decisions.md §F): offline by default, WANDB_MODE honoured, flat config keys,
+"""W&B logging (docs/design.md §F): offline by default, WANDB_MODE honoured, flat config keys,
 group = <name>/<arm>/<env>, id = cell_id (deterministic, so a resume continues the same run).
 The local metrics.jsonl stays the source of truth; W&B is a mirror."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Projection: strict format, admissibility, fallback action, robustness (methods.md §3)."""
+"""Projection: strict format, admissibility, fallback action, robustness (docs/methods.md §3)."""
 import random
 
 import pytest

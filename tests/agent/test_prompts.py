@@ -6,7 +6,7 @@ import pytest
 from arena.agent.prompts import ENV_TEXT, TEMPLATE_KINDS, render_prompt, task_from_obs
 
 HISTORY = [("room A", "go north"), ("room B", "go east"), ("room C", "look")]
-EMPG_STEP = re.compile(r"you have already taken (\d+) step\(s\)", re.IGNORECASE)  # methods §4.3
+EMPG_STEP = re.compile(r"you have already taken (\d+) step\(s\)", re.IGNORECASE)  # docs/methods.md §4.3
 
 
 def test_compact_first_turn_exact():

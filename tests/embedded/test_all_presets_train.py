@@ -1,4 +1,4 @@
-"""Every preset trains on the multi-turn Sokoban testbed (issue #4: "all four dimensions and
+"""Every preset trains on the multi-turn Sokoban testbed (the embedded-backend task: "all four dimensions and
 all 12 presets work here"): two smoke steps each, from one shared BC checkpoint.
 
 Checked per preset: the run finishes, every step row has the actor metrics, the

@@ -1,4 +1,4 @@
-"""Behaviour cloning (issue #4 item 3): response-only SFT, cached checkpoints keyed by config,
+"""Behaviour cloning: response-only SFT, cached checkpoints keyed by config,
 and the bar: BC with the default Sokoban settings beats the random-init model by >= 10 points
 and >= 3 binomial standard errors on >= 256 held-out seeds."""
 import json

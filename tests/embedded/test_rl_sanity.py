@@ -1,4 +1,4 @@
-"""RL correctness (issue #4): from a random initialisation, every clipping family and SAMPO
+"""RL correctness: from a random initialisation, every clipping family and SAMPO
 solve the one-turn sanity environment (arena/envs/sanity.py) within 20 steps.
 
 A wrong gradient sign would drive success to 0 (the policy learns to avoid the rewarded

@@ -1,4 +1,4 @@
-"""Run folder, checkpoint/resume and W&B for the embedded trainer (issue #4 items 5-6).
+"""Run folder, checkpoint/resume and W&B for the embedded trainer.
 
 The resume test kills a run after its step-2 checkpoint (an exception inside step 3's update)
 and reruns the same command. Per-step seeds and sampler seeds are functions of (seed, step),

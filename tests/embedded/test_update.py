@@ -67,7 +67,7 @@ def test_micro_batches_reproduce_the_full_mini_batch_update(method, agg):
 
 
 def test_per_microbatch_norm_depends_on_micro_batch_size():
-    # The authors' mean of micro-batch means is NOT invariant (decisions §A): the update changes.
+    # The authors' mean of micro-batch means is NOT invariant (docs/design.md §A): the update changes.
     po = resolve({"method": "grpo", "agg_norm": "per_microbatch"})
     ws = []
     for micro in (7, 2):

@@ -1,4 +1,4 @@
-"""Household task (issue #3): pool, seeds, hand-worked rewards, cutoff, expert."""
+"""Household task: pool, seeds, hand-worked rewards, cutoff, expert."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""GRPO advantage, the registry and broadcast (methods.md §4.1, decisions.md §A)."""
+"""GRPO advantage, the registry and broadcast (docs/methods.md §4.1, docs/design.md §A)."""
 import inspect
 import math
 

@@ -62,7 +62,7 @@ def test_every_preset_composes_to_its_table_row(name):
 
 
 def test_preset_values_follow_the_spec():
-    # CISPO: no lower bound, eps_high 0.2 (methods §5.3); SAPO temp_2; SAPO_SM 1.0/1.05 (§5.4)
+    # CISPO: no lower bound, eps_high 0.2 (docs/methods.md §5.3); SAPO temp_2; SAPO_SM 1.0/1.05 (§5.4)
     assert resolve({"method": "cispo"}).hp == {"eps_low": 1.0, "eps_high": 0.2}
     assert resolve({"method": "sapo"}).hp == {"tau_pos": 2.0, "tau_neg": 2.1}
     assert resolve({"method": "sapo_sm"}).hp == {"tau_pos": 1.0, "tau_neg": 1.05, "seq_mask_delta": 3e-3}

@@ -1,4 +1,4 @@
-"""EMPG (methods.md §4.3): entropy weights g and f, next-turn bonus pairing, centring."""
+"""EMPG (docs/methods.md §4.3): entropy weights g and f, next-turn bonus pairing, centring."""
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"""Trajectory filtering (methods.md §7, decisions.md §A): selection rule and the resampling loop."""
+"""Trajectory filtering (docs/methods.md §7, docs/design.md §A): selection rule and the resampling loop."""
 import inspect
 
 import pytest

@@ -1,4 +1,4 @@
-"""GiGPO (methods.md §4.2, decisions.md §D): step returns, anchor groups, both modes."""
+"""GiGPO (docs/methods.md §4.2, docs/design.md §D): step returns, anchor groups, both modes."""
 import math
 
 import pytest

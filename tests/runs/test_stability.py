@@ -1,4 +1,4 @@
-"""decisions.md §E on synthetic curves, with hand-computed variances."""
+"""docs/design.md §E on synthetic curves, with hand-computed variances."""
 import pytest
 
 from arena.runs.stability import UNRESOLVED, collapse_reason, eval_steps, run_status, stability

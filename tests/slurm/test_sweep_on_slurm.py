@@ -1,4 +1,4 @@
-"""A real `launcher=slurm budget=smoke` sweep on the one-node cluster (issue #5): BC as its
+"""A real `launcher=slurm budget=smoke` sweep on the one-node cluster: BC as its
 own job, the cells depending on it with afterok, every cell done, each summary carrying the
 SLURM job id it ran under."""
 import json

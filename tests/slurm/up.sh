@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start a single-node SLURM test cluster (slurmctld + slurmd + munge + slurmdbd/MariaDB) as root,
-# without systemd. Recipe and pitfalls: docs in ../../../shared/spec/slurm-ci.md (copied below as
+# without systemd. Recipe and pitfalls: the project's SLURM CI notes (copied below as
 # comments where they matter). Stop it with tests/slurm/down.sh, which kills only what this
 # script started (PIDs under $ARENA_SLURM_BASE/run).
 #   ARENA_SLURM_BASE  state/log/pid folder (default /tmp/arena-slurm)

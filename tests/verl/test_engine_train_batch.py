@@ -1,4 +1,4 @@
-"""Issue #7: verl's `ppo_loss` with loss_mode "arena" run through verl 0.9.1's FSDP engine
+"""verl's `ppo_loss` with loss_mode "arena" run through verl 0.9.1's FSDP engine
 `train_batch` on CPU, in a one-process gloo group, on a tiny local Qwen3 and a hand-made
 per-turn batch (TurnBatch -> `to_dataproto` -> `to_tensordict` -> `left_right_2_no_padding`,
 as verl's trainer does in `_update_actor`).

@@ -1,4 +1,4 @@
-"""Behaviour cloning (`arena bc`, decisions.md §D): SFT on expert demonstrations, loss on the
+"""Behaviour cloning (`arena bc`, docs/design.md §D): SFT on expert demonstrations, loss on the
 response tokens only, checkpoint at `<results_dir>/bc/<hash>/model` (atomic, keyed by every
 input it depends on: bc_key.py), with a report `bc.json` (format-valid rate and success on
 evaluation seeds, the validation curve when `bc.band` stops it).

@@ -1,4 +1,4 @@
-"""Evaluation on held-out seeds (decisions.md §E): `eval.n` episodes on eval_seed(0..n-1),
+"""Evaluation on held-out seeds (docs/design.md §E): `eval.n` episodes on eval_seed(0..n-1),
 one trajectory per seed, at `eval.temperature` (0 = greedy)."""
 from __future__ import annotations
 

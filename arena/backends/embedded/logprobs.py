@@ -1,4 +1,4 @@
-"""Log-probs and entropy of response tokens in one forward pass (issue #4).
+"""Log-probs and entropy of response tokens in one forward pass.
 
 Used by the trainer for the old, reference and current log-probs. Under grad mode the result
 carries gradients; under `torch.no_grad()` it does not.

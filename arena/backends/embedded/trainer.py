@@ -1,11 +1,11 @@
-"""The embedded RL loop (`arena train`, issue #4): rollouts -> filtering -> old/ref log-probs ->
-advantages -> PPO-style update, with evaluation (decisions.md §E), the run folder (§F),
+"""The embedded RL loop (`arena train`): rollouts -> filtering -> old/ref log-probs ->
+advantages -> PPO-style update, with evaluation (docs/design.md §E), the run folder (§F),
 checkpoint/resume and W&B.
 
 Per step t (1..T):
     seeds    = batch_envs training seeds drawn from rng(seed, t, try)   (deterministic: resumable)
     batch    = collect_groups(rollout, filtering)                       (dynamic: resample tries)
-    old, H   = logp/entropy of the training model, no grad              (methods §1)
+    old, H   = logp/entropy of the training model, no grad              (docs/methods.md §1)
     ref      = logp of the frozen initial (BC) model                    (when kl_coef > 0)
     A        = ADV[advantage](batch)                                    [N]
     update   = ppo_update(...)                                          (update.py)

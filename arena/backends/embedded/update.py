@@ -1,5 +1,5 @@
 """One RL policy update on a per-turn batch: mini-batches x epochs, micro-batches with exact
-gradient accumulation (methods.md §5.0, §6; decisions.md §A).
+gradient accumulation (docs/methods.md §5.0, §6; docs/design.md §A).
 
 For each epoch e and each mini-batch b (sequential split, no shuffle, like the authors):
     norm = counts of b's response mask (tokens, sequences), taken before the sequence mask
@@ -8,7 +8,7 @@ For each epoch e and each mini-batch b (sequential split, no shuffle, like the a
         L_u.backward()            # sum_u L_u = L_b exactly under agg_norm=global
     g = clip_grad_norm_(params, grad_clip)   (pre-clip norm is logged)
     optimizer.step() unless g is non-finite (the step is skipped, like the authors)
-On-policy shortcut (methods §5.0): with one mini-batch and one epoch, old := stopgrad(logp),
+On-policy shortcut (docs/methods.md §5.0): with one mini-batch and one epoch, old := stopgrad(logp),
 so the ratio is exactly 1.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`ArenaRayPPOTrainer`: verl 0.9.1's `RayPPOTrainer` with per-turn rows (methods.md §2).
+"""`ArenaRayPPOTrainer`: verl 0.9.1's `RayPPOTrainer` with per-turn rows (docs/methods.md §2).
 
 verl's `fit()` is kept whole; the subclass overrides five small methods. Why these:
 - `fit()` unions the dataset batch (B*n rows) with the generation output and slices the
