@@ -1,4 +1,5 @@
 """`arena report name=NAME [results_dir=...] [baseline=ARM] [allow_mixed=true] [wandb=true]`
+or `arena report evals=true [results_dir=...]` (the §5.3 table of every `arena eval` run, docs/eval.md)
 (docs/design.md, Report).
 
 write_report reads the sweep's manifest (report cells only), builds the two frames, and writes
@@ -18,6 +19,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from arena.evaluation.table import write_eval_table
 from arena.runs.atomic import atomic_write_text
 
 from .frames import runs_frame, tidy_frame
@@ -25,7 +27,7 @@ from .manifest import chosen_hp, load_manifest, sweep_dir
 from .table_data import build_table
 from .tables import render_csv, render_latex, render_markdown
 
-KEYS = ("name", "results_dir", "baseline", "allow_mixed", "wandb")
+KEYS = ("name", "results_dir", "baseline", "allow_mixed", "wandb", "evals")
 
 
 def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
@@ -112,8 +114,16 @@ def main(argv: Sequence[str]) -> int:
             if not eq or key not in KEYS:
                 raise ValueError(f"bad argument {arg!r}; valid keys: {', '.join(KEYS)} (as key=value)")
             opts[key] = value
+        if _flag(opts.get("evals", "false"), "evals"):  # the paper's §5.3 table of `arena eval` runs
+            if set(opts) - {"evals", "results_dir"}:
+                raise ValueError(f"evals=true takes only results_dir; got {', '.join(sorted(set(opts) - {'evals'}))}")
+            results_dir = Path(opts.get("results_dir", "results")).resolve()
+            out = write_eval_table(results_dir, results_dir / "evals" / "report.md")
+            print(out.read_text())
+            print(f"[report] written to {out}")
+            return 0
         if "name" not in opts:
-            raise ValueError(f"name=NAME is required; valid keys: {', '.join(KEYS)}")
+            raise ValueError(f"name=NAME (or evals=true) is required; valid keys: {', '.join(KEYS)}")
         out = write_report(opts.get("results_dir", "results"), opts["name"],
                            allow_mixed=_flag(opts.get("allow_mixed", "false"), "allow_mixed"),
                            wandb=_flag(opts.get("wandb", "false"), "wandb"), baseline=opts.get("baseline"))

@@ -34,3 +34,16 @@ def test_table_pools_runs_and_shows_wilson_intervals(tmp_path):
     assert table[3] == "| B | debate | 100.0 [34.2, 100.0] (2) | — | 50 |"
     out = write_eval_table(tmp_path, tmp_path / "report" / "eval_table.md")
     assert out.read_text().splitlines() == table
+
+
+def test_arena_report_evals_writes_the_table(tmp_path, capsys):
+    from arena.cli import main
+
+    fake_run(tmp_path, "a", kind="eval", label="A", paradigm="sla", env="sokoban", final_eval_success=0.5,
+             n_eval=4, tokens_per_episode=10.0)
+    assert main(["report", "evals=true", f"results_dir={tmp_path}"]) == 0
+    written = (tmp_path / "evals" / "report.md").read_text()
+    assert "| A | sla | 50.0 [" in written and written in capsys.readouterr().out
+    # a sweep key beside evals=true is refused, naming what evals=true takes
+    assert main(["report", "evals=true", "name=x", f"results_dir={tmp_path}"]) == 2
+    assert "takes only results_dir" in capsys.readouterr().err
