@@ -39,12 +39,16 @@ def _launch(seed: int, tmp_path: Path) -> subprocess.Popen:
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
 
 
-# Not met yet (docs/testbed.md, "Sokoban: the start and the learning margin"): seed 0 went
-# 36.3% -> 39.8% (+3.5 points, 1.2 SE on 512 rooms), seed 1 33.4% -> 39.6% (+6.2, 2.1 SE),
+# What the testbed shows today (docs/testbed.md, "Sokoban: the start and the learning margin"):
+# seed 0 36.3% -> 39.8% (+3.5 points, 1.2 SE on 512 rooms), seed 1 33.4% -> 39.6% (+6.2, 2.1 SE),
 # seed 2 33.4% -> 42.8% (+9.4, 3.1 SE), seed 3 35.4% -> 42.2% (+6.8, 2.25 SE), seed 4 27.7% ->
-# 37.1% (+9.4, 3.2 SE): 2 of 5 seeds clear 2.5 SE.
-# The test keeps the bar; XPASS means it is met.
-@pytest.mark.xfail(reason="learning margin not met: seeds 0-4 at 1.2/2.1/3.1/2.25/3.2 SE (docs/testbed.md)", strict=False)
+# 37.1% (+9.4, 3.2 SE). So the test asserts what holds with room to spare, and reports the
+# per-seed bar as an expected failure (xfail, with the numbers) until it is met:
+#   hard: every run finishes, every BC stops in its band, step 0 in the headroom [15%, 70%], and
+#         the mean gain over the five seeds, g = (1/5) sum_s (p1_s - p0_s), is >= 2.5 SE_g with
+#         SE_g = sqrt(sum_s SE_s^2) / 5 (independent seeds). Measured: g = 7.1 points,
+#         SE_g = sqrt(2.9^2 * 5) / 5 = 1.3 points, so 5.5 SE.
+#   bar:  p1_s - p0_s >= 2.5 SE_s on every seed (2 of 5 today).
 def test_grpo_beats_its_start_beyond_noise_on_every_seed(tmp_path):
     pending, running, failed = list(SEEDS), {}, []
     while pending or running:
@@ -61,7 +65,7 @@ def test_grpo_beats_its_start_beyond_noise_on_every_seed(tmp_path):
     reports = [json.loads(f.read_text()) for f in sorted((tmp_path / "bc").glob("*/bc.json"))]
     assert len(reports) == len(SEEDS)  # one BC per seed: the seed is in the BC key
     assert all(r["in_band"] for r in reports), [(r["val_success"], r["steps"]) for r in reports]
-    lines = []
+    lines, gains, variances, below = [], [], [], []
     for seed in SEEDS:
         out = tmp_path / f"rl{seed}"
         n = OmegaConf.load(out / "config.yaml").eval.n
@@ -72,4 +76,14 @@ def test_grpo_beats_its_start_beyond_noise_on_every_seed(tmp_path):
         print(lines[-1])
         assert n >= 512
         assert 0.15 <= p0 <= 0.70, f"seed {seed}: step-0 success {p0} outside [0.15, 0.70]"
-        assert p1 - p0 >= MARGIN_SE * se, "\n".join(lines)
+        gains.append(p1 - p0)
+        variances.append(se * se)
+        if p1 - p0 < MARGIN_SE * se:
+            below.append(seed)
+    mean_gain = sum(gains) / len(gains)
+    se_mean = math.sqrt(sum(variances)) / len(gains)
+    lines.append(f"mean gain {mean_gain:.3f} ({mean_gain / se_mean:.2f} SE of the mean)")
+    print(lines[-1])
+    assert mean_gain >= MARGIN_SE * se_mean, "\n".join(lines)
+    if below:
+        pytest.xfail(f"per-seed bar not met on seeds {below}: " + "; ".join(lines))
