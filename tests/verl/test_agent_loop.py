@@ -83,17 +83,20 @@ def _worker(tokenizer, server) -> AgentLoopWorker:
 def generated(tokenizer):
     """verl's per-prompt output of one group (2 rows) and the fake server's call log."""
     server = FakeServer(tokenizer)
-    worker = _worker(tokenizer, server)
+    return _generate_corridor(_worker(tokenizer, server), seed=7, rows=2), server
+
+
+def _generate_corridor(worker, *, seed: int, rows: int) -> DataProto:
+    """worker.generate_sequences on `rows` rows of one group, every env the one-move corridor."""
     gen_batch = DataProto.from_dict(non_tensors={
-        "raw_prompt": np.array([[], []], dtype=object), "uid": np.array(["g0", "g0"], dtype=object),
-        "index": np.array([7, 7]), "extra_info": np.array([{"seed": 7}, {"seed": 7}], dtype=object)})
+        "raw_prompt": np.array([[]] * rows, dtype=object), "uid": np.array(["g0"] * rows, dtype=object),
+        "index": np.array([seed] * rows), "extra_info": np.array([{"seed": seed}] * rows, dtype=object)})
     mp = pytest.MonkeyPatch()
     mp.setattr(loop_module, "make", lambda name, **kw: SokobanEnv.from_layout(CORRIDOR))
     try:
-        out = asyncio.run(worker.generate_sequences(gen_batch))
+        return asyncio.run(worker.generate_sequences(gen_batch))
     finally:
         mp.undo()
-    return out, server
 
 
 def _expected():
@@ -334,16 +337,7 @@ def test_agent_loop_sends_the_stop_and_cuts_an_overshooting_server(tmp_path):
             seen.append(dict(sampling_params))
             return TokenOutput(token_ids=long_ids, log_probs=[-0.5] * len(long_ids))
 
-    worker = _worker(tok, OvershootingServer())
-    gen_batch = DataProto.from_dict(non_tensors={
-        "raw_prompt": np.array([[]], dtype=object), "uid": np.array(["g0"], dtype=object),
-        "index": np.array([3]), "extra_info": np.array([{"seed": 3}], dtype=object)})
-    mp = pytest.MonkeyPatch()
-    mp.setattr(loop_module, "make", lambda name, **kw: SokobanEnv.from_layout(CORRIDOR))
-    try:
-        out = asyncio.run(worker.generate_sequences(gen_batch))
-    finally:
-        mp.undo()
+    out = _generate_corridor(_worker(tok, OvershootingServer()), seed=3, rows=1)
     (turn,) = out.non_tensor_batch["arena_turns"][0]  # "right" solves the corridor in one turn
     n = len(tok.encode(RIGHT, add_special_tokens=False))
     assert turn["response_ids"] == long_ids[:n] and turn["text"] == RIGHT

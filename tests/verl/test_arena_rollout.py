@@ -21,14 +21,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny Qwen3 + the BPE tokenizer, saved together in the HF layout (what verl's
     `model.path` points at)."""
