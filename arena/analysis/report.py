@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from arena.cli_errors import print_bad_input
 from arena.evaluation.table import write_eval_table
 from arena.runs.atomic import atomic_write_text
 
@@ -128,8 +129,7 @@ def main(argv: Sequence[str]) -> int:
                            allow_mixed=_flag(opts.get("allow_mixed", "false"), "allow_mixed"),
                            wandb=_flag(opts.get("wandb", "false"), "wandb"), baseline=opts.get("baseline"))
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return print_bad_input("report", exc)
     print((out / "table.md").read_text())
     print(f"[report] written to {out}")
     return 0

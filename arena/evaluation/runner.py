@@ -22,10 +22,11 @@ from arena.runs.provenance import provenance
 
 from .client import ApiFailure, ChatClient
 from .debate import debate_turn, sla_turn
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+
 from .episodes import TurnLog, load_cached, play_chat_episode, records_from_batch, success_ci, totals, write_episode
 from .options import BadEvalInput, EvalOptions, build_options, eval_dir, eval_id, split_args
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def prepare(args: dict):

@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_OK
 
 
 def verl_config_main(args: list[str]) -> int:

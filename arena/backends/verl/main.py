@@ -35,10 +35,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
 
 
