@@ -73,3 +73,55 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def fsync_tree(folder: str | os.PathLike) -> None:
+    """fsync every file under `folder`, then every folder in it (deepest first) and `folder`
+    itself: a checkpoint folder renamed into place by os.replace is then on disk as a whole.
+    Call it before writing the marker that says the folder is complete (e.g. bc.json)."""
+    folder = Path(folder)
+    dirs = [folder]
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            dirs.append(path)
+        elif path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+    for path in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        fsync_dir(path)
+    fsync_dir(folder.parent)
+
+
+def folder_digest(folder: str | os.PathLike) -> dict[str, list]:
+    """{relative path: [bytes, sha256 hex]} of every regular file under `folder` (sorted), the
+    record a cache keeps to tell a complete folder from a truncated or corrupted one."""
+    import hashlib
+
+    folder = Path(folder)
+    out: dict[str, list] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        out[path.relative_to(folder).as_posix()] = [path.stat().st_size, digest.hexdigest()]
+    return out
+
+
+def digest_problem(folder: str | os.PathLike, recorded: dict[str, list]) -> str | None:
+    """None when every file of `recorded` (folder_digest) is in `folder` with the same size and
+    hash, else the first difference, naming the file."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return f"{folder} does not exist"
+    now = folder_digest(folder)
+    for name, (size, sha) in sorted(recorded.items()):
+        if name not in now:
+            return f"{folder / name} is missing"
+        if now[name][0] != size:
+            return f"{folder / name} has {now[name][0]} bytes, {size} were written (truncated?)"
+        if now[name][1] != sha:
+            return f"{folder / name} differs from what was written (sha256 mismatch)"
+    return None

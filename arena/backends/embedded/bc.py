@@ -8,6 +8,8 @@ evaluation seeds, the validation curve when `bc.band` stops it).
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import random
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ from arena.config import to_plain
 from arena.config.schema import CHOICES
 from arena.envs import make
 from arena.runs import atomic_write_json
+from arena.runs.atomic import digest_problem, folder_digest, fsync_tree
 
 from .bc_key import bc_hash
 from .bc_stop import BandStop
@@ -132,18 +135,75 @@ def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed
     return losses
 
 
+def cache_problem(out: Path) -> str | None:
+    """None when `<out>/bc.json` parses and `<out>/model` is the checkpoint it describes, else
+    why not. bc.json records every model file's size and sha256 (`model_files`); a bc.json
+    written before that record existed is checked for structure instead (config.json parses,
+    each safetensors file is as long as its header says)."""
+    try:
+        report = json.loads((out / "bc.json").read_text())
+    except FileNotFoundError:
+        return "no bc.json"
+    except (OSError, ValueError) as exc:
+        return f"{out / 'bc.json'} is not valid JSON ({exc})"
+    if not isinstance(report, dict):
+        return f"{out / 'bc.json'} is not a JSON object"
+    if isinstance(report.get("model_files"), dict):
+        return digest_problem(out / "model", report["model_files"])
+    return _structure_problem(out / "model")
+
+
+def _structure_problem(model_dir: Path) -> str | None:
+    """A checkpoint without a recorded digest: config.json must parse, and each safetensors file
+    must be 8 + header + data bytes long (header: u64 little-endian length, then JSON whose
+    data_offsets end at the data's last byte)."""
+    try:
+        json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"{model_dir / 'config.json'} is unreadable ({exc})"
+    weights = sorted(model_dir.glob("*.safetensors"))
+    if not weights:
+        return f"{model_dir} holds no *.safetensors file"
+    for path in weights:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            try:
+                header = json.loads(fh.read(length)) if 0 <= length <= size - 8 else None
+            except ValueError:
+                header = None
+        if not isinstance(header, dict):
+            return f"{path} has no readable safetensors header (truncated?)"
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        if size != 8 + length + end:
+            return f"{path} has {size} bytes, its header says {8 + length + end} (truncated?)"
+    return None
+
+
 def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
-    """The BC model for this config, trained once and cached (a file lock serialises trainers)."""
+    """The BC model for this config, trained once and cached (a file lock serialises trainers).
+    A cache that fails `cache_problem` (a truncated or corrupted model, an unreadable bc.json)
+    is never loaded: its bc.json is set aside as bc.json.corrupt-<time> and BC runs again.
+    Write order: the model folder (atomic rename), its files and folders fsynced, then bc.json
+    (atomic, fsynced) last: a bc.json on disk means the model it describes is on disk too."""
     out = bc_dir(cfg)
     model_dir = out / "model"
-    if (out / "bc.json").exists():
+    if cache_problem(out) is None:
         return model_dir
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (out / "bc.json").exists():
+        problem = cache_problem(out)
+        if problem is None:
             return model_dir
+        if (out / "bc.json").exists():
+            aside = out / f"bc.json.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+            os.replace(out / "bc.json", aside)
+            log(f"[bc] cached checkpoint {out} is not usable ({problem}); set {aside.name} aside, training again")
         report = train_bc(cfg, model_dir, log=log)
+        fsync_tree(model_dir)
+        report["model_files"] = folder_digest(model_dir)
         atomic_write_json(out / "bc.json", report)
     return model_dir
 
