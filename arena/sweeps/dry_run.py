@@ -30,11 +30,11 @@ def _duration(seconds: float) -> str:
 
 
 def plan_lines(plan: SweepPlan, options) -> list[str]:
-    from .launchers import job_parallelism, launcher_config
+    from .launchers import launcher_config
     from .sweep import bc_configs
 
     kind = launcher_config(options.launcher)["kind"]
-    parallel = job_parallelism(options.launcher)
+    parallel = options.parallel
     states = [cell_state(c.out) for c in plan.cells]
     todo = [c for c, s in zip(plan.cells, states) if s != DONE]
     bc = bc_configs(plan.cells)

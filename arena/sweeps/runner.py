@@ -53,14 +53,36 @@ def _outcome(job, cell: Cell) -> str:
 
 
 def run_bc_stage(cfgs: list, *, executor, env: dict, threads: int, bc_fn: Optional[Callable], wait: bool,
-                 log: Callable) -> list:
-    """One BC job per distinct BC config; waits for them unless `wait` is False (SLURM afterok)."""
-    jobs = [submit(executor, functools.partial(run_bc, cfg, env=env, threads=threads, bc_fn=bc_fn)) for cfg in cfgs]
-    if wait:
-        for job in jobs:
-            wait_done(job)
-            log(f"[sweep] BC stage: {job.result()}")
+                 log: Callable, parallel: int = 1) -> list:
+    """One BC job per distinct BC config, at most `parallel` running at once (the same limit as
+    the cells: sweep.sweep_parallelism). A job that ends frees its slot for the next; its result
+    is logged (a failed BC raises). With `wait` False (SLURM afterok) the last `parallel` jobs are
+    returned still running; otherwise every job has ended."""
+    jobs, running = [], []
+    for cfg in cfgs:
+        while len(running) >= max(1, parallel):
+            running = _still_running(running, log)
+            if len(running) >= max(1, parallel):
+                time.sleep(POLL_S)
+        job = submit(executor, functools.partial(run_bc, cfg, env=env, threads=threads, bc_fn=bc_fn))
+        jobs.append(job)
+        running.append(job)
+    while wait and running:
+        running = _still_running(running, log)
+        if running:
+            time.sleep(POLL_S)
     return jobs
+
+
+def _still_running(jobs: list, log: Callable) -> list:
+    """The jobs not done yet; each done one's result is logged (raises if the BC failed)."""
+    left = []
+    for job in jobs:
+        if job.done():
+            log(f"[sweep] BC stage: {job.result()}")
+        else:
+            left.append(job)
+    return left
 
 
 class OneJobPerCell:

@@ -38,6 +38,7 @@ class SweepOptions:
     timeout_min: Optional[int] = None
     progress_s: float = 30.0
     dry_run: bool = False  # print the plan (dry_run.py), write and launch nothing
+    parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism)
 
 
 def split_args(args: list[str]) -> tuple[dict, list[str]]:
@@ -95,7 +96,8 @@ def _options(sweep: dict, launcher: str) -> SweepOptions:
     progress = sweep.get("progress_s", 30.0)
     if not isinstance(progress, (int, float)) or isinstance(progress, bool) or progress <= 0:
         raise ValueError(f"progress_s={progress!r}: valid: a number of seconds > 0")
-    return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress), **flags)
+    return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress),
+                        parallel=sweep_parallelism(launcher), **flags)
 
 
 def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
@@ -154,10 +156,26 @@ def bc_configs(cells) -> list:
     return out
 
 
+def sweep_parallelism(launcher: str) -> int:
+    """Jobs a sweep keeps running at once, BC stage and cells alike: the launcher's parallelism
+    (launchers.job_parallelism), capped on the local launcher by $ARENA_MAX_PARALLEL."""
+    from .launchers import job_parallelism, launcher_config
+
+    parallel = job_parallelism(launcher)
+    if launcher_config(launcher)["kind"] == "local" and os.environ.get("ARENA_MAX_PARALLEL"):
+        raw = os.environ["ARENA_MAX_PARALLEL"]
+        try:
+            cap = int(raw)
+        except ValueError:
+            raise ValueError(f"ARENA_MAX_PARALLEL={raw!r}: valid: an integer >= 1 (jobs at once)") from None
+        parallel = max(1, min(parallel, cap))
+    return parallel
+
+
 def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callable] = None,
             bc_fn: Optional[Callable] = None, log: Callable = print) -> dict[str, str]:
     """BC stage, then the report cells (after a search when search.enabled). {cell_id: outcome}."""
-    from .launchers import job_parallelism, launcher_config, make_executor, start_after
+    from .launchers import launcher_config, make_executor, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
 
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -166,11 +184,9 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
     kind = launcher_config(options.launcher)["kind"]
     executor = make_executor(options.launcher, plan.sweep_dir / "jobs", timeout_min=options.timeout_min)
     threads = int(launcher_config(options.launcher).get("cpus") or 1) if kind != "debug" else None
-    parallel = job_parallelism(options.launcher)
-    if kind == "local":
-        parallel = max(1, min(parallel, int(os.environ.get("ARENA_MAX_PARALLEL", parallel))))
+    parallel = options.parallel
     bc_jobs = run_bc_stage(bc_configs(plan.cells), executor=executor, env=env, threads=threads, bc_fn=bc_fn,
-                           wait=kind != "slurm", log=log)
+                           wait=kind != "slurm", log=log, parallel=parallel)
     if kind == "slurm" and bc_jobs:
         start_after(executor, [j.job_id for j in bc_jobs])
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
