@@ -32,6 +32,11 @@ SUMMARY_STATUSES = ("done", "collapsed", "no_format")
 SUMMARY_FIELDS = ("status", "final_eval_success", "var_last20", "noise_floor", "theta", "stable", "n_eval",
                   "steps", "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
 
+# Config keys only `arena sweep` reads ("sweep only" in arena/config/schema.py): a run's
+# config.yaml leaves them out (RunFolder.write_config), and the cell id never hashed them
+# (arena.config.load.NOT_IN_CELL_ID), so ids are the same with or without them.
+SWEEP_ONLY_KEYS = ("dimension", "seeds", "launcher", "fail_fast")
+
 # A name used as one path part: letters, digits, '.', '_', '-', '+', '=', ',' ; not starting
 # with '.' or '-' (no hidden folders, no "..", no option-looking names), at most 100 characters.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=,-]{0,99}")
