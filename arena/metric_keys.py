@@ -68,7 +68,25 @@ VERL_FAMILIES: Mapping[str, str] = MappingProxyType({
     "perf/": "verl: throughput and memory (perf/mfu, perf/max_memory_allocated_gb, ...)",
     "actor/": "verl: other actor statistics verl computes itself (e.g. actor/lr, actor/pg_clipfrac)",
 })
+# How a figure panel (arena/analysis/figures.py) and a W&B dashboard panel show a key:
+# key -> (panel title, y-axis label, (low, high) range of the metric; None = open). The figures
+# take their panels from here by key, so a key renamed in METRICS without this table fails at
+# import, never by a curve silently missing from a plot.
+PLOT_LABELS: Mapping[str, tuple[str, str, tuple]] = MappingProxyType({
+    "eval/success_rate": ("Eval success (greedy)", "success rate", (0.0, 1.0)),
+    "train/success_rate": ("Train success (sampled)", "success rate", (0.0, 1.0)),
+    "actor/off_policy_kl": ("Off-policy KL", "KL(old || current)", (None, None)),
+    "actor/kl_ref": ("KL to reference", "KL to ref (k3)", (0.0, None)),
+    "actor/grad_norm": ("Grad norm", "grad norm", (0.0, None)),
+    "rollout/format_valid_ratio": ("Format-valid ratio", "format-valid ratio", (0.0, 1.0)),
+    "actor/clipfrac_pos_adv": ("Clip fraction, A > 0", "clip fraction", (0.0, 1.0)),
+    "actor/clipfrac_neg_adv": ("Clip fraction, A < 0", "clip fraction", (0.0, 1.0)),
+    "actor/masked_seqs": ("Masked sequences", "masked sequences", (0.0, None)),
+})
 # fmt: on
+_UNKNOWN = [key for key in PLOT_LABELS if key not in METRICS]
+if _UNKNOWN:
+    raise KeyError(f"PLOT_LABELS keys not in METRICS: {_UNKNOWN} (arena/metric_keys.py)")
 
 
 def meaning(key: str) -> str:
@@ -79,6 +97,15 @@ def meaning(key: str) -> str:
         if key.startswith(prefix):
             return line
     raise KeyError(f"metric key {key!r} is not in the glossary (arena/metric_keys.py)")
+
+
+def panel(key: str) -> tuple[str, str, str, tuple]:
+    """(key, panel title, y-axis label, range) of a plotted key; KeyError naming the key when
+    it is not in the glossary or has no PLOT_LABELS entry."""
+    meaning(key)
+    if key not in PLOT_LABELS:
+        raise KeyError(f"metric key {key!r} has no plot label (PLOT_LABELS in arena/metric_keys.py)")
+    return (key, *PLOT_LABELS[key])
 
 
 def glossary_table() -> str:

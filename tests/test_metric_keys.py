@@ -79,3 +79,41 @@ def test_design_doc_table_matches_the_module():
     # and the doc has no glossary row that the module lacks
     doc_keys = set(re.findall(r"^\| `([^`]+)` \|", doc[doc.index(table.splitlines()[0]):], flags=re.M))
     assert doc_keys == set(METRICS)
+
+
+def _analysis_key_literals() -> set[str]:
+    """Every string constant in arena/analysis/*.py that looks like a metric key."""
+    keys = set()
+    for path in sorted((ROOT / "arena/analysis").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and KEY.match(node.value):
+                keys.add(node.value)
+    return keys
+
+
+def test_every_key_a_figure_or_dashboard_panel_plots_is_in_the_glossary():
+    from arena.analysis.figures import FIG3_PANELS, FIG4_PANELS
+    from arena.analysis.wandb_dashboard import dashboard_spec
+    from arena.metric_keys import PLOT_LABELS
+
+    plotted = [p[0] for p in FIG3_PANELS + FIG4_PANELS]
+    assert plotted and set(plotted) <= set(METRICS)
+    # each figure panel's title, y label and range are the glossary's PLOT_LABELS entry
+    assert [p[1:] for p in FIG3_PANELS + FIG4_PANELS] == [PLOT_LABELS[k] for k in plotted]
+    spec = dashboard_spec({"name": "s", "dimension": "clipping", "grid": ["grpo"]}, table_markdown="|t|")
+    panels = [p for block in spec["blocks"] if block["type"] == "panel_grid" for p in block["panels"]]
+    assert {p["y"] for p in panels} == set(plotted)
+    for p in panels:  # the dashboard shows the glossary's title, label and meaning
+        assert (p["title"], p["y_label"]) == PLOT_LABELS[p["y"]][:2] and p["description"] == METRICS[p["y"]]
+    # no metric key is spelled anywhere in the analysis code outside the glossary
+    assert sorted(_analysis_key_literals() - set(METRICS)) == []
+
+
+def test_a_plot_key_outside_the_glossary_is_an_error():
+    from arena.metric_keys import panel
+
+    assert panel("actor/grad_norm") == ("actor/grad_norm", "Grad norm", "grad norm", (0.0, None))
+    with pytest.raises(KeyError, match="not in the glossary"):
+        panel("eval/success")  # e.g. eval/success_rate renamed in a figure but not in METRICS
+    with pytest.raises(KeyError, match="no plot label"):
+        panel("perf/step_seconds")  # in the glossary, but no figure knows how to label it

@@ -27,22 +27,17 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from arena.metric_keys import panel  # noqa: E402
+
 from . import figure_style as S  # noqa: E402
 
-# (metric key, panel title, y label, (low, high) range of the metric; None = open)
-FIG3_PANELS = (
-    ("eval/success_rate", "Eval success (greedy)", "success rate", (0.0, 1.0)),
-    ("train/success_rate", "Train success (sampled)", "success rate", (0.0, 1.0)),
-    ("actor/off_policy_kl", "Off-policy KL", "KL(old || current)", (None, None)),
-    ("actor/kl_ref", "KL to reference", "KL to ref (k3)", (0.0, None)),
-    ("actor/grad_norm", "Grad norm", "grad norm", (0.0, None)),
-    ("rollout/format_valid_ratio", "Format-valid ratio", "format-valid ratio", (0.0, 1.0)),
-)
-FIG4_PANELS = (
-    ("actor/clipfrac_pos_adv", "Clip fraction, A > 0", "clip fraction", (0.0, 1.0)),
-    ("actor/clipfrac_neg_adv", "Clip fraction, A < 0", "clip fraction", (0.0, 1.0)),
-    ("actor/masked_seqs", "Masked sequences", "masked sequences", (0.0, None)),
-)
+# The plotted metric keys; each panel is (key, title, y label, range) from the metrics
+# glossary (arena.metric_keys.panel: a key not in the glossary fails here, at import).
+FIG3_KEYS = ("eval/success_rate", "train/success_rate", "actor/off_policy_kl", "actor/kl_ref", "actor/grad_norm",
+             "rollout/format_valid_ratio")
+FIG4_KEYS = ("actor/clipfrac_pos_adv", "actor/clipfrac_neg_adv", "actor/masked_seqs")
+FIG3_PANELS = tuple(panel(key) for key in FIG3_KEYS)
+FIG4_PANELS = tuple(panel(key) for key in FIG4_KEYS)
 X_LABEL = "step"
 # status -> (legend label, marker, colour, filled)
 STATUS_MARKERS = {

@@ -10,11 +10,14 @@ Spec layout:
     {"title", "description", "project", "entity", "filters": "Config('name') = '<NAME>'",
      "blocks": [{"type": "markdown", "title": "Table", "text": <table.md>},
                 {"type": "panel_grid", "title": ..., "figure": "3"|"4", "groupby": [<key>, "env.name"],
-                 "panels": [{"type": "line", "title": ..., "x": "step", "y": <metric>}, ...]}, ...]}
+                 "panels": [{"type": "line", "title": ..., "x": "step", "y": <metric>, "y_label": ...,
+                             "description": <the metric's glossary line>}, ...]}, ...]}
 """
 from __future__ import annotations
 
 from typing import Any, Optional
+
+from arena.metric_keys import meaning
 
 from .figures import FIG3_PANELS, FIG4_PANELS
 
@@ -24,7 +27,10 @@ ENV_KEY = "env.name"
 
 
 def _panels(figure_panels) -> list[dict[str, str]]:
-    return [{"type": "line", "title": title, "x": "step", "y": metric} for metric, title, *_ in figure_panels]
+    """One line panel per figure panel: its title and y label from the metrics glossary's
+    PLOT_LABELS, its description the glossary line (arena.metric_keys)."""
+    return [{"type": "line", "title": title, "x": "step", "y": metric, "y_label": ylabel,
+             "description": meaning(metric)} for metric, title, ylabel, _ in figure_panels]
 
 
 def dashboard_spec(manifest: dict[str, Any], *, table_markdown: str, project: str = "arena",
@@ -58,7 +64,7 @@ def save_dashboard(spec: dict[str, Any]) -> str:
             continue
         runset = wr.Runset(entity=spec["entity"], project=spec["project"], name=block["title"],
                            filters=spec["filters"], groupby=[wr.Config(k) for k in block["groupby"]])
-        panels = [wr.LinePlot(title=p["title"], x="Step", y=[p["y"]]) for p in block["panels"]]
+        panels = [wr.LinePlot(title=p["title"], x="Step", y=[p["y"]], title_y=p["y_label"]) for p in block["panels"]]
         blocks += [wr.H2(block["title"]), wr.PanelGrid(runsets=[runset], panels=panels)]
     try:
         report = wr.Report(entity=spec["entity"], project=spec["project"], title=spec["title"],
