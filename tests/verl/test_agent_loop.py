@@ -280,7 +280,9 @@ def test_turn_rollout_manager_passes_validation_through_and_without_filtering_tr
 # ArenaRayPPOTrainer's own methods on the group above, without Ray: verl's RayPPOTrainer
 # `_balance_batch` and `_update_actor` (which need worker groups) are replaced by recorders, so
 # the test sees exactly what the subclass hands on to verl's balancing and to the actor update.
-# ppo_mini_batch_size 3 prompts x rollout.n 1 -> rows padded to a multiple of 3: 4 turns -> 6.
+# ppo_mini_batch_size=3 turn-samples, micro-batch 3 rows, rollout.n 1, one rank: unit
+# lcm(3 * 1, 1) = 3, m = ceil(3 / 3) * 3 = 3 rows per mini-batch, 4 turns -> ceil(4 / 3) * 3 = 6
+# rows, 2 mini-batches (arena_mini_batch_rows).
 def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer, monkeypatch):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
@@ -289,9 +291,15 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
     seen = {}
     monkeypatch.setattr(RayPPOTrainer, "_balance_batch",
                         lambda self, batch, metrics, **kw: seen.setdefault("balanced", batch))
-    monkeypatch.setattr(RayPPOTrainer, "_update_actor", lambda self, batch: seen.setdefault("updated", batch))
     trainer = ArenaRayPPOTrainer.__new__(ArenaRayPPOTrainer)  # __init__ needs Ray worker groups
-    trainer.config = OmegaConf.create({"actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 3}, "rollout": {"n": 1}}})
+    trainer.config = OmegaConf.create({
+        "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 1, "ppo_micro_batch_size_per_gpu": 3, "ppo_epochs": 1},
+                              "rollout": {"n": 1}},
+        "trainer": {"n_gpus_per_node": 1, "nnodes": 1}})
+    trainer.num_mini_batches, trainer.mini_batch_turns = 2, 3
+    seen_mini = []
+    monkeypatch.setattr(RayPPOTrainer, "_update_actor", lambda self, batch: seen_mini.append(
+        self.config.actor_rollout_ref.actor.ppo_mini_batch_size) or seen.setdefault("updated", batch))
     trainer.arena_advantage, trainer.advantage_hp = "arena_grpo", {"norm_std": False}
     trainer.run_writer, trainer._pending, trainer.global_steps = None, None, 1
 
@@ -308,10 +316,13 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
         assert rows.non_tensor_batch[name][:4].tolist() == want[name], name
     assert rows.non_tensor_batch[PAD_KEY].tolist() == [False] * 4 + [True] * 2
     assert metrics["rollout/turn_samples"] == 4.0 and metrics["rollout/pad_rows"] == 2.0
+    assert metrics["actor/updates_per_step"] == 2.0
     assert trainer._pending == (1, metrics)  # this step's row is written when the next step begins
 
     trainer._update_actor(rows)
     updated = seen["updated"]
+    # verl saw this step's mini-batch (3 rows / n 1 = 3 prompts); the config is restored after
+    assert seen_mini == [3] and trainer.config.actor_rollout_ref.actor.ppo_mini_batch_size == 1
     # GRPO, no std, over the group's 4 turn rows: A_j = score_j - mean(score); pads 0
     mask = updated.batch["response_mask"]  # [6, T]
     per_row = (updated.batch["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [6]

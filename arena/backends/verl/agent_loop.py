@@ -82,7 +82,6 @@ def _records(traj: _Trajectory) -> list[dict]:
     return out
 
 
-@register(AGENT_LOOP_NAME)
 class ArenaAgentLoop(AgentLoopBase):
     def __init__(self, *args, env_name: str = "sokoban", env_kwargs: Optional[dict] = None,
                  penalty_coef: float = 0.1, history_length: int = 2, template: str = "compact",
@@ -135,7 +134,27 @@ class ArenaAgentLoop(AgentLoopBase):
         )
 
 
+def _target() -> str:
+    return f"{ArenaAgentLoop.__module__}.{ArenaAgentLoop.__qualname__}"
+
+
+def register_agent_loop() -> None:
+    """Put "arena_agent" in verl's agent-loop registry unless an entry for this class is there.
+
+    The entry verl's AgentLoopWorker loads from `agent_loop_config_path` carries the
+    constructor keywords (env_name, env_kwargs, template, ...). The worker imports this module
+    only when `hydra.utils.instantiate` resolves `_target_` for the first episode; verl's own
+    `@register` would then replace that entry by a bare `{_target_}`, and every later episode
+    would play the constructor defaults (another board size, another prompt template)."""
+    entry = _agent_loop_registry.get(AGENT_LOOP_NAME)
+    if entry is None or entry.get("_target_") != _target():
+        register(AGENT_LOOP_NAME)(ArenaAgentLoop)
+
+
+register_agent_loop()
+
+
 def is_registered() -> bool:
     """True iff verl's agent-loop registry maps AGENT_LOOP_NAME to this class."""
     entry = _agent_loop_registry.get(AGENT_LOOP_NAME) or {}
-    return entry.get("_target_") == f"{ArenaAgentLoop.__module__}.{ArenaAgentLoop.__qualname__}"
+    return entry.get("_target_") == _target()

@@ -39,6 +39,7 @@ from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
 
+DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"  # the same name as trainer.DUMP_TURNS_ENV (imports verl)
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
 
 
@@ -104,6 +105,8 @@ def worker_env(cfg, run: RunFolder) -> dict[str, str]:
            "WANDB_MODE": mode, "ARENA_RUN_DIR": str(run.path)}
     if kw["entity"]:
         env["WANDB_ENTITY"] = str(kw["entity"])
+    if os.environ.get(DUMP_TURNS_ENV):  # trainer.DUMP_TURNS_ENV: save each step's turns (tests)
+        env[DUMP_TURNS_ENV] = os.environ[DUMP_TURNS_ENV]
     env.update(verl_env(cfg))
     return env
 

@@ -12,8 +12,16 @@ verl's `fit()` is kept whole; the subclass overrides five small methods. Why the
 - `_balance_batch(batch, metrics)` is the first method fit() calls on the unioned batch,
   before global_token_num, reward extraction and `compute_log_prob`; it swaps the per-turn
   rows into `batch` in place (fan_out.swap_in, padded to a multiple of
-  ppo_mini_batch_size * rollout.n rows), adds the rollout/filter metrics, then balances.
-  So `trainer.balance_batch` must stay true.
+  the step's verl mini-batch: `arena_mini_batch_rows`), adds the rollout/filter metrics, then
+  balances. So `trainer.balance_batch` must stay true.
+- Mini-batches as the embedded backend cuts them (arena/backends/embedded/update.py): verl's
+  `_update_actor` splits the rows into mini-batches of the configured ppo_mini_batch_size *
+  rollout.n rows, a size fixed before the per-turn fan-out; with T turns per episode that is
+  about T times as many optimizer steps per RL step as the embedded backend takes.
+  `_update_actor` therefore hands verl the mini-batch size of this step's rows
+  (`arena_mini_batch_rows`): `ppo_num_mini_batches` parts, or parts of `ppo_mini_batch_size`
+  turn-samples, as the embedded backend; only the padding and the row order (verl's balancing
+  sorts the rows by length) differ.
 - `_compute_old_log_prob` keeps the old-policy entropy in the batch (fit drops it; EMPG reads it).
 - fit() calls the module function `compute_advantage`, which hands a registered estimator
   no `non_tensor_batch`; so `__init__` records the arena estimator (`algorithm.adv_estimator`,
@@ -28,7 +36,10 @@ verl's `fit()` is kept whole; the subclass overrides five small methods. Why the
 """
 from __future__ import annotations
 
+import math
+import os
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -48,6 +59,8 @@ from .fan_out import PAD_KEY, swap_in, turns_from_output
 from .registry import register_once
 
 TURNS_KEY, METRICS_KEY, DEFERRED = "arena_turn_batch", "arena_rollout_metrics", "arena_deferred"
+# a folder: each training step's kept TurnBatch is saved there as turns_step_<k>.pt (tests, debugging)
+DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"
 
 
 def deferred_estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, **_: Any):
@@ -71,6 +84,26 @@ def apply_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> Dat
     advantages[torch.as_tensor(real)] = sub.batch["advantages"]  # [N_real, T] into [N, T]
     data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
     return data
+
+
+def arena_mini_batch_rows(n_rows: int, *, num_mini_batches: int, mini_batch_turns: Optional[int],
+                          unit: int) -> tuple[int, int]:
+    """(m, N') = (rows per verl mini-batch, rows after padding) for N = n_rows turn rows.
+
+    verl needs every mini-batch to hold a whole number of micro-batches on every rank and of
+    rollout.n groups: m is a multiple of `unit` = lcm(micro rows * dp, n).
+        mini_batch_turns s given:  m = ceil(s / unit) * unit,   N' = ceil(N / m) * m
+        else, k = num_mini_batches: k' = min(k, ceil(N / unit)),
+                                   m = ceil(N / (k' * unit)) * unit,   N' = k' * m
+    so verl takes k' (= the embedded backend's k whenever N >= k * unit) optimizer steps per
+    epoch, as the embedded backend's near-equal split into k parts does."""
+    n, unit = max(int(n_rows), 1), int(unit)
+    if mini_batch_turns:
+        m = math.ceil(int(mini_batch_turns) / unit) * unit
+        return m, math.ceil(n / m) * m
+    k = max(1, min(int(num_mini_batches), math.ceil(n / unit)))
+    m = math.ceil(n / (k * unit)) * unit
+    return m, k * m
 
 
 def turn_metrics(turns: TurnBatch, fstats: dict) -> dict[str, float]:
@@ -100,9 +133,10 @@ class TurnRolloutManager:
     """verl's AgentLoopManager with the fan-out and dynamic filtering after generation."""
 
     def __init__(self, inner, *, group_size: int, pad_id: int, filtering: str = "none",
-                 filter_hp: Optional[dict] = None, seed: int = 0):
+                 filter_hp: Optional[dict] = None, seed: int = 0, dump_dir: Optional[str] = None):
         self.inner, self.group_size, self.pad_id = inner, int(group_size), int(pad_id)
         self.filtering, self.filter_hp, self.seed = filtering, dict(filter_hp or {}), int(seed)
+        self.dump_dir = Path(dump_dir) if dump_dir else None
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -130,13 +164,19 @@ class TurnRolloutManager:
         first = outputs[0]  # B*n rows, as fit() expects; its rows are replaced in _balance_batch
         first.meta_info[TURNS_KEY] = turns
         first.meta_info[METRICS_KEY] = {**turn_metrics(turns, fstats), "perf/rollout_seconds": time.perf_counter() - t0}
+        if self.dump_dir is not None:
+            self.dump_dir.mkdir(parents=True, exist_ok=True)
+            torch.save({"step": step, "turns": turns}, self.dump_dir / f"turns_step_{step}.pt")
         return first
 
 
 class ArenaRayPPOTrainer(RayPPOTrainer):
     def __init__(self, *args, run_writer=None, config_yaml: str = "", filtering: str = "none",
-                 filter_hp: Optional[dict] = None, advantage_hp: Optional[dict] = None, seed: int = 0, **kwargs):
+                 filter_hp: Optional[dict] = None, advantage_hp: Optional[dict] = None, seed: int = 0,
+                 num_mini_batches: int = 1, mini_batch_turns: Optional[int] = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.num_mini_batches, self.mini_batch_turns = int(num_mini_batches), mini_batch_turns
+        self._mini_rows: Optional[int] = None  # this step's rows per verl mini-batch (_balance_batch)
         name = str(self.config.algorithm.adv_estimator)
         if name not in ESTIMATORS:
             raise ValueError(f"ArenaRayPPOTrainer needs algorithm.adv_estimator in {sorted(ESTIMATORS)}, got {name!r}")
@@ -150,24 +190,31 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         self.run_writer, self.config_yaml = run_writer, config_yaml
         self._pending: Optional[tuple[int, dict]] = None  # (step, metrics dict fit() is filling)
 
-    def row_multiple(self) -> int:
-        """Rows per actor mini-batch: verl's ppo_mini_batch_size (prompts) * rollout.n."""
-        rollout_ref = self.config.actor_rollout_ref
-        return int(rollout_ref.actor.ppo_mini_batch_size) * int(rollout_ref.rollout.n)
+    def row_unit(self) -> int:
+        """lcm(micro-batch rows * data-parallel ranks, rollout.n): what every mini-batch must hold."""
+        rollout_ref, trainer = self.config.actor_rollout_ref, self.config.trainer
+        ranks = int(trainer.n_gpus_per_node) * int(trainer.nnodes)
+        return math.lcm(int(rollout_ref.actor.ppo_micro_batch_size_per_gpu) * ranks, int(rollout_ref.rollout.n))
 
     def init_workers(self):
         super().init_workers()
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.async_rollout_manager = TurnRolloutManager(
             self.async_rollout_manager, group_size=self.config.actor_rollout_ref.rollout.n, pad_id=pad_id,
-            filtering=self.filtering, filter_hp=self.filter_hp, seed=self.seed)
+            filtering=self.filtering, filter_hp=self.filter_hp, seed=self.seed,
+            dump_dir=os.environ.get(DUMP_TURNS_ENV) or None)
 
     def _balance_batch(self, batch: DataProto, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         turns = batch.meta_info.pop(TURNS_KEY, None)
         if turns is not None:
-            swap_in(batch, turns, row_multiple=self.row_multiple())
+            self._mini_rows, padded = arena_mini_batch_rows(
+                len(turns), num_mini_batches=self.num_mini_batches, mini_batch_turns=self.mini_batch_turns,
+                unit=self.row_unit())
+            swap_in(batch, turns, row_multiple=padded)
             metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
             metrics["rollout/pad_rows"] = float(batch.non_tensor_batch[PAD_KEY].sum())
+            epochs = int(self.config.actor_rollout_ref.actor.ppo_epochs)
+            metrics["actor/updates_per_step"] = float(len(batch) // self._mini_rows * epochs)
             self._begin_step(metrics)
         return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
 
@@ -178,7 +225,16 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
 
     def _update_actor(self, batch: DataProto) -> DataProto:
         apply_arena_advantage(batch, self.arena_advantage, **self.advantage_hp)
-        return super()._update_actor(batch)
+        if self._mini_rows is None:
+            return super()._update_actor(batch)
+        # verl reads its mini-batch as ppo_mini_batch_size * rollout.n rows: this step's m rows
+        actor = self.config.actor_rollout_ref.actor
+        configured = actor.ppo_mini_batch_size
+        actor.ppo_mini_batch_size = self._mini_rows // int(self.config.actor_rollout_ref.rollout.n)
+        try:
+            return super()._update_actor(batch)
+        finally:
+            actor.ppo_mini_batch_size = configured
 
     # ------------------------------------------------------------------ run folder
     def _load_checkpoint(self):
