@@ -1,0 +1,73 @@
+"""The dry run's wall-time estimate (arena/sweeps/dry_run.py): the measured pace of finished
+cells when there are any, else the main job's calibrated pace."""
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from arena.runs import RunFolder
+from arena.sweeps.dry_run import SECONDS_PER_EPISODE, plan_lines
+from arena.sweeps.sweep import build_plan
+
+from .fake_train import VALID_SUMMARY
+
+
+def _plan(tmp_path, *extra, name="est"):
+    return build_plan(["dimension=aggregation", "seeds=2", "launcher=debug", f"name={name}",
+                       f"results_dir={tmp_path}", "wandb.enabled=false", *extra])
+
+
+def _estimate(plan, options) -> str:
+    return next(line for line in plan_lines(plan, options) if "wall-time estimate" in line)
+
+
+def _finish(cell_cfg, out, *, wall: float, steps: int) -> None:
+    run = RunFolder(out).create()
+    run.write_config(OmegaConf.to_yaml(cell_cfg))
+    (run.path / "summary.json").write_text(json.dumps({**VALID_SUMMARY, "wall_seconds": wall, "steps": steps}))
+
+
+def test_without_finished_cells_the_main_job_pace(tmp_path):
+    # budget=default: 30 steps x 8 envs x 8 per group = 1920 episodes x 0.044 s = 84.48 s per
+    # cell; 4 cells on the debug launcher's 1 job: 4 x 84.48 = 337.9 s = ~6 min
+    plan, options = _plan(tmp_path)
+    assert SECONDS_PER_EPISODE == 0.044
+    line = _estimate(plan, options)
+    assert "~84 s per cell, ~6 min for 4 cells on 1 job(s)" in line and "no finished cell to time" in line
+
+
+def test_the_pace_of_this_sweep_s_finished_cells(tmp_path):
+    # one of the 4 cells finished in 96 s over 30 steps x 8 x 8 = 1920 episodes: 0.05 s per
+    # episode; the 3 others: 1920 x 0.05 = 96 s each, 3 x 96 = 288 s = ~5 min on 1 job
+    plan, options = _plan(tmp_path)
+    first = plan.cells[0]
+    _finish(first.cfg, first.out, wall=96.0, steps=30)
+    line = _estimate(plan, options)
+    assert "~96 s per cell, ~5 min for 3 cells" in line and "pace of 1 finished cell(s)" in line
+
+
+def test_a_collapsed_run_counts_its_logged_steps(tmp_path):
+    # stopped at step 10 after 36 s: 36 / (10 x 8 x 8) = 0.05625 s per episode -> 1920 x 0.05625 = 108 s
+    plan, options = _plan(tmp_path)
+    _finish(plan.cells[0].cfg, plan.cells[0].out, wall=36.0, steps=10)
+    assert "~108 s per cell" in _estimate(plan, options)
+
+
+def test_other_sweeps_finished_cells_of_the_same_env_when_this_one_has_none(tmp_path):
+    # a finished sokoban cell of another sweep (0.05 s per episode) is used; a sanity-env cell
+    # (0.5 s per episode) is not: it is another environment
+    other, _ = _plan(tmp_path, name="older")
+    _finish(other.cells[0].cfg, other.cells[0].out, wall=96.0, steps=30)
+    sanity, _ = _plan(tmp_path, "env=sanity", name="sanity-sweep")
+    _finish(sanity.cells[0].cfg, sanity.cells[0].out, wall=960.0, steps=30)
+    plan, options = _plan(tmp_path, name="fresh")
+    assert "~96 s per cell" in _estimate(plan, options)
+
+
+@pytest.mark.parametrize("summary", ['{"status": "done"', json.dumps({**VALID_SUMMARY, "wall_seconds": 0.0})])
+def test_unreadable_or_untimed_cells_are_ignored(tmp_path, summary):
+    plan, options = _plan(tmp_path)
+    run = RunFolder(plan.cells[0].out).create()
+    run.write_config(OmegaConf.to_yaml(plan.cells[0].cfg))
+    (run.path / "summary.json").write_text(summary)
+    assert "no finished cell to time" in _estimate(plan, options)
