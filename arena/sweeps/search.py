@@ -49,10 +49,12 @@ def _study(search_dir: Path, name: str):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search_dir.mkdir(parents=True, exist_ok=True)
     storage = JournalStorage(JournalFileBackend(str(search_dir / "optuna.journal")))
-    # optuna >= 5 reads constraints set on the trial (Trial.set_constraint); older ones need constraints_func
-    new_api = hasattr(optuna.trial.Trial, "set_constraint")
-    constraints = None if new_api else (lambda t: t.user_attrs.get("constraint", [1e9]))
-    sampler = optuna.samplers.TPESampler(seed=0, constraints_func=constraints)
+    # optuna >= 5 reads the constraints set on each trial (Trial.set_constraint, in one_search) and
+    # deprecates constraints_func (a FutureWarning even when passed as None in later versions):
+    # it is passed only to an optuna without set_constraint, which reads the user attr instead.
+    legacy = {} if hasattr(optuna.trial.Trial, "set_constraint") else {
+        "constraints_func": lambda t: t.user_attrs.get("constraint", [1e9])}
+    sampler = optuna.samplers.TPESampler(seed=0, **legacy)
     return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True)
 
 
