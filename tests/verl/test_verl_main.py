@@ -336,3 +336,27 @@ def test_single_node_run_starts_its_own_ray_head_and_removes_it(tmp_path, ready,
     assert not os.path.exists(seen["temp_dir"])  # removed after the finished run
     assert "RAY_ADDRESS" not in os.environ and not ray.is_initialized()
     assert (out / "summary.json").exists()
+
+
+def test_a_corrupt_summary_is_set_aside_and_the_run_trains_again(tmp_path, ready):
+    # as the embedded entry point: an unreadable summary.json is no proof of a finished run
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "do')  # torn
+    calls = ready(lambda config: _write_steps(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR,
+                                              [0, 1, 2, 3]))
+    assert main.run_training(_cfg(out), log=lambda *_: None) == 0 and len(calls) == 1
+    aside = list(out.glob("summary.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_text() == '{"status": "do'
+    assert json.loads((out / "summary.json").read_text())["status"] == "done"
+
+
+def test_the_run_folder_records_the_tool_sandbox_as_the_embedded_run(tmp_path, ready):
+    # sokoban runs no tool code: `tool_sandbox: null` in config.yaml and None in summary.json
+    out = tmp_path / "run"
+    ready(lambda config: _write_steps(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR, [0, 1]))
+    assert main.run_training(_cfg(out), log=lambda *_: None) == 0
+    assert "tool_sandbox: null" in (out / "config.yaml").read_text()
+    assert json.loads((out / "summary.json").read_text())["tool_sandbox"] is None
+    kw = arena_trainer_kwargs(out)  # the TaskRunner's writer gets it from config.yaml
+    assert kw["run_writer"].tool_sandbox is None and (kw["num_mini_batches"], kw["mini_batch_turns"]) == (2, None)

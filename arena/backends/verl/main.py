@@ -51,7 +51,8 @@ def run_dir(cfg) -> Path:
 
 def runtime_overrides(cfg, run: RunFolder) -> dict:
     """verl keys known only at run time: the run's node and GPU counts, its folder, its W&B
-    name, its rollout engine, and the CPU settings when device=cpu."""
+    name, its rollout engine, and the CPU settings when device=cpu (the micro-batch sizes are
+    verl_config's: `micro_batch_rows`)."""
     from arena.runs.wandb_log import wandb_init_kwargs
 
     from .launch import gpus_per_node, node_count, rollout_name, uses_gpu
@@ -64,12 +65,6 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
         "trainer.experiment_name": wandb_init_kwargs(cfg, cell_id(cfg), run.path)["name"],
         "actor_rollout_ref.rollout.name": rollout_name(cfg),
     }
-    # verl's validate_config requires a log-prob micro-batch for the reference and the rollout
-    # (old log-probs); the actor's own micro-batch is the same number of turn-samples
-    rows_per_mini = micro_batch_rows(cfg)
-    for key in ("ref.log_prob_micro_batch_size_per_gpu", "rollout.log_prob_micro_batch_size_per_gpu",
-                "actor.ppo_micro_batch_size_per_gpu"):
-        out[f"actor_rollout_ref.{key}"] = rows_per_mini
     if rollout_name(cfg) == "arena":  # one server per worker: arena's sampler is not tensor-parallel
         out["actor_rollout_ref.rollout.tensor_model_parallel_size"] = 1
     if not uses_gpu(cfg):
@@ -77,20 +72,6 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
 
         out.update(cpu_overrides())
     return out
-
-
-def micro_batch_rows(cfg) -> int:
-    """Rows per forward/backward on verl: the largest divisor of a mini-batch's rows that is at
-    most `micro_batch_size`. The per-turn rows are padded to a multiple of verl's mini-batch
-    (ppo_mini_batch_size * rollout.n rows: fan_out.swap_in), and verl asserts that every
-    micro-batch is full (`data size must be divisible by ... micro_batch_size_per_gpu`), so a
-    micro-batch that does not divide the mini-batch stops the step."""
-    from .verl_config import arena_values
-
-    values = arena_values(cfg)
-    mini_rows = int(values["actor_rollout_ref.actor.ppo_mini_batch_size"]) * int(cfg.group_size)
-    cap = max(1, min(int(cfg.micro_batch_size), mini_rows))
-    return max(d for d in range(1, cap + 1) if mini_rows % d == 0)
 
 
 def worker_env(cfg, run: RunFolder) -> dict[str, str]:
@@ -177,6 +158,15 @@ def initial_model_path(cfg, log=print) -> Path:
     return Path(ensure_bc_checkpoint(cfg, log=log)).resolve()
 
 
+def tool_sandbox_of(cfg) -> Optional[str]:
+    """The tool sandbox mode in force for the run's environment (None: it runs no tool code)."""
+    from arena.config import to_plain
+    from arena.envs import make
+    from arena.envs.sandbox import env_isolation
+
+    return env_isolation(make(cfg.env.name, **to_plain(cfg.env.kwargs)))
+
+
 def _cannot_start(run: RunFolder, message: str, log) -> int:
     log(f"[train] {message}")
     if run.path.exists():  # e.g. a sweep cell's folder: record why, as a failed run would
@@ -194,6 +184,9 @@ def run_training(cfg, log=print) -> int:
         check_trainable(cfg)
     except BadConfig as exc:
         return _cannot_start(run, str(exc), log)
+    aside = run.set_aside_summary()  # an unreadable summary.json is no proof: kept aside, run again
+    if aside is not None:
+        log(f"[train] {run.summary_file.name} was unreadable; kept as {aside.name}, running the cell again")
     if run.done:
         log(f"[train] already done: {run.summary_file}")
         return EXIT_OK
@@ -210,9 +203,13 @@ def run_training(cfg, log=print) -> int:
         return _cannot_start(run, f"bad verl config: {exc}", log)
     with open_dict(verl_cfg):
         verl_cfg.ray_kwargs.ray_init.runtime_env.env_vars = worker_env(cfg, run)
+    tool_sandbox = tool_sandbox_of(cfg)
+    log(f"[train] tool sandbox: {tool_sandbox or 'none (this environment runs no tool code)'}")
     writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
-                           n_eval=cfg.eval.n, cell_id=cell_id(cfg))
-    writer.start(OmegaConf.to_yaml(cfg), resume_step=checkpoint_step(run.ckpt))
+                           n_eval=cfg.eval.n, cell_id=cell_id(cfg), tool_sandbox=tool_sandbox)
+    # config.yaml records the sandbox mode in force, as the embedded run's does (docs/sandbox.md, Modes)
+    writer.start(OmegaConf.to_yaml(cfg) + OmegaConf.to_yaml({"tool_sandbox": tool_sandbox}),
+                 resume_step=checkpoint_step(run.ckpt))
     try:
         with open_dict(verl_cfg):
             verl_cfg.actor_rollout_ref.model.path = str(initial_model_path(cfg, log))

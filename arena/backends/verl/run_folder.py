@@ -69,12 +69,14 @@ def to_arena_metrics(verl_metrics: Mapping[str, Any], *, updates_per_step: Optio
 
 class VerlRunWriter:
     def __init__(self, folder: RunFolder, *, total_steps: int, theta: float, min_points: int, n_eval: int,
-                 updates_per_step: Optional[int] = None, cell_id: Optional[str] = None):
+                 updates_per_step: Optional[int] = None, cell_id: Optional[str] = None,
+                 tool_sandbox: Optional[str] = None):
         self.folder = folder
         self.total_steps = total_steps
         self.theta, self.min_points, self.n_eval = theta, min_points, n_eval
         self.updates_per_step = updates_per_step
         self.cell_id = cell_id
+        self.tool_sandbox = tool_sandbox  # the sandbox mode in force (None: no tool code), as in summary.json
         self.t_start = time.time()
 
     def start(self, config_yaml: str, *, resume_step: Optional[int] = None) -> None:
@@ -102,6 +104,7 @@ class VerlRunWriter:
             status=status, cell_id=self.cell_id, points=points, history=history, total_steps=self.total_steps,
             theta=self.theta, min_points=self.min_points, n_eval=self.n_eval,
             wall_seconds=time.time() - self.t_start, collapse_reason=reason, backend="verl",
+            tool_sandbox=self.tool_sandbox,
         )
         self.folder.write_summary(summary)
         return summary
@@ -117,9 +120,10 @@ def arena_trainer_kwargs(run_path) -> dict:
     run = RunFolder(run_path)
     config_yaml = run.config_file.read_text()
     cfg = OmegaConf.create(config_yaml)
+    tool_sandbox = cfg.pop("tool_sandbox", None)  # recorded next to the run config, not part of it (cell id)
     po = resolve_po(cfg)
     writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
-                           n_eval=cfg.eval.n, cell_id=cell_id(cfg))
+                           n_eval=cfg.eval.n, cell_id=cell_id(cfg), tool_sandbox=tool_sandbox)
     return {"run_writer": writer, "config_yaml": config_yaml, "filtering": po.filtering,
             "filter_hp": po.member_hp("filtering"), "advantage_hp": po.member_hp("advantage"), "seed": int(cfg.seed),
             "num_mini_batches": int(cfg.ppo_num_mini_batches), "mini_batch_turns": cfg.ppo_mini_batch_size}

@@ -11,7 +11,12 @@ prompts and multiplies it by `rollout.n`, so
 with turn_samples_per_mini_batch = `ppo_mini_batch_size` if set, else
 batch_envs * group_size / ppo_num_mini_batches (one turn per trajectory as the floor; the
 per-turn fan-out gives more rows, which verl splits into the same number of mini-batches).
-`ppo_micro_batch_size_per_gpu` = `micro_batch_size`.
+Micro-batches (`micro_batch_rows`): the largest divisor of a mini-batch's rows
+(ppo_mini_batch_size * group_size) that is at most `micro_batch_size`, for the actor's update
+and for the old and reference log-probs (verl's validate_config requires all three). verl
+asserts that every micro-batch is full (`data size must be divisible by ...
+micro_batch_size_per_gpu`); the trainer pads each step's rows to whole micro-batches
+(trainer.arena_mini_batch_rows).
 
 Extra `verl.<dotted.path>=value` overrides go straight into verl's config; a path that is
 not in verl's schema raises a ValueError listing the valid keys at that level.
@@ -59,6 +64,7 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
     turn_samples = cfg.ppo_mini_batch_size or max(1, cfg.batch_envs * cfg.group_size // cfg.ppo_num_mini_batches)
     # verl ppo_mini_batch_size = ceil(turn samples / group_size): verl multiplies by rollout.n
     mini = max(1, math.ceil(turn_samples / cfg.group_size))
+    micro = micro_batch_rows(cfg, mini)
     run_name = f"{cfg.name or 'train'}/{cfg.arm or po.method or 'custom'}/{cfg.env.name}"
     out_dir = cfg.out or os.path.join(cfg.results_dir, "runs", "verl")
     actor = "actor_rollout_ref.actor."
@@ -78,7 +84,9 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         rollout + "val_kwargs.temperature": cfg.eval.temperature,
         rollout + "val_kwargs.do_sample": cfg.eval.temperature > 0,
         actor + "ppo_mini_batch_size": mini,
-        actor + "ppo_micro_batch_size_per_gpu": cfg.micro_batch_size,
+        actor + "ppo_micro_batch_size_per_gpu": micro,
+        rollout + "log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
         actor + "ppo_epochs": cfg.ppo_epochs,
         actor + "optim.lr": cfg.lr,
         actor + "grad_clip": cfg.grad_clip,
@@ -102,6 +110,14 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         "trainer.resume_mode": "auto",
         "trainer.default_local_dir": os.path.join(out_dir, "ckpt"),
     }
+
+
+def micro_batch_rows(cfg: DictConfig, mini_prompts: int) -> int:
+    """Rows per forward/backward: the largest divisor of the mini-batch's rows
+    (mini_prompts * group_size) that is at most `micro_batch_size` (module docstring)."""
+    mini_rows = int(mini_prompts) * int(cfg.group_size)
+    cap = max(1, min(int(cfg.micro_batch_size), mini_rows))
+    return max(d for d in range(1, cap + 1) if mini_rows % d == 0)
 
 
 def _set(cfg: DictConfig, key: str, value: Any) -> None:
