@@ -301,7 +301,7 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
     monkeypatch.setattr(RayPPOTrainer, "_update_actor", lambda self, batch: seen_mini.append(
         self.config.actor_rollout_ref.actor.ppo_mini_batch_size) or seen.setdefault("updated", batch))
     trainer.arena_advantage, trainer.advantage_hp = "arena_grpo", {"norm_std": False}
-    trainer.run_writer, trainer._pending, trainer.global_steps = None, None, 1
+    trainer.run_writer, trainer.global_steps = None, 1
 
     out, _ = generated
     batch = out.slice(0, len(out))  # the 2 per-prompt rows fit() holds after its union
@@ -317,7 +317,6 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
     assert rows.non_tensor_batch[PAD_KEY].tolist() == [False] * 4 + [True] * 2
     assert metrics["rollout/turn_samples"] == 4.0 and metrics["rollout/pad_rows"] == 2.0
     assert metrics["actor/updates_per_step"] == 2.0
-    assert trainer._pending == (1, metrics)  # this step's row is written when the next step begins
 
     trainer._update_actor(rows)
     updated = seen["updated"]

@@ -167,25 +167,37 @@ def test_resume_keeps_rows_up_to_verls_checkpoint_step(tmp_path, ready):
     assert steps == [0, 1, 2, 3]
 
 
-def _fake_verl_fit(monkeypatch, ckpt_dir, val_success):
-    """verl's RayPPOTrainer methods the run-folder hooks wrap, in ray_trainer.fit's order: load
-    the checkpoint (global_steps = its step, 0 without one), validate, then steps k+1..total,
-    each: rollout (`_begin_step`, what `_balance_batch` does), validation (test_freq = 1)."""
+def _fake_verl_fit(monkeypatch, ckpt_dir, val_success, saved_rows=None):
+    """verl's RayPPOTrainer methods the run-folder hooks wrap, in ray_trainer.fit's order: a
+    `Tracking` logger (imported from verl.utils.tracking when fit starts), load the checkpoint
+    (global_steps = its step, 0 without one), validate and log, then steps k+1..total, each:
+    rollout metrics, save the checkpoint (save_freq = 1), validation (test_freq = 1), log.
+    `saved_rows` records, per checkpoint saved, the steps metrics.jsonl held at that moment."""
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     def load(self):
         self.global_steps = max(main.checkpoint_step(ckpt_dir), 0)
 
+    def save(self):
+        if saved_rows is not None:
+            saved_rows.append((self.global_steps, [r["step"] for r in self.run_writer.folder.iter_metrics()]))
+        (ckpt_dir / "latest_checkpointed_iteration.txt").write_text(f"{self.global_steps}\n")
+
     def fit(self):
+        from verl.utils.tracking import Tracking
+
+        logger = Tracking(project_name="p", experiment_name="e", default_backend=[])
         self.global_steps = 0
         self._load_checkpoint()
-        self._validate()
+        logger.log(data=self._validate(), step=self.global_steps)
         for step in range(self.global_steps + 1, self.total_training_steps + 1):
             self.global_steps = step
             metrics = {"actor/pg_loss": 0.1}
-            self._begin_step(metrics)
+            self._save_checkpoint()
             metrics.update(self._validate())
+            logger.log(data=metrics, step=step)
     monkeypatch.setattr(RayPPOTrainer, "_load_checkpoint", load)
+    monkeypatch.setattr(RayPPOTrainer, "_save_checkpoint", save)
     monkeypatch.setattr(RayPPOTrainer, "_validate", lambda self, merged=False: {
         "val-core/sokoban/acc/mean@1": val_success})
     monkeypatch.setattr(RayPPOTrainer, "fit", fit)
@@ -195,7 +207,8 @@ def _fake_verl_fit(monkeypatch, ckpt_dir, val_success):
     # died after step 3's row, checkpoint at 2: rows 0..2 kept (0, .25, .5); the resume
     # validation at step 2 is not written again; step 3 is the new attempt's (.9)
     ([0, 1, 2, 3], 2, [0.0, 0.25, 0.5, 0.9]),
-    # died after saving checkpoint 2 but before writing row 2: the resume validation is row 2
+    # checkpoint 2 without row 2 (an attempt of the code before rows were written ahead of their
+    # checkpoint): the resume validation is row 2
     ([0, 1], 2, [0.0, 0.25, 0.9, 0.9]),
     # no checkpoint: a fresh start, every row is the new attempt's
     ([0, 1], None, [0.9, 0.9, 0.9, 0.9]),
@@ -209,19 +222,22 @@ def test_resume_through_the_trainer_writes_each_step_once(tmp_path, ready, monke
     if ckpt_step is not None:
         (out / "ckpt").mkdir(exist_ok=True)  # RunFolder.create made it
         (out / "ckpt" / "latest_checkpointed_iteration.txt").write_text(f"{ckpt_step}\n")
-    _fake_verl_fit(monkeypatch, out / "ckpt", val_success=0.9)
 
     def fake(config):  # verl's TaskRunner: the trainer subclass with arena's kwargs, then fit()
         trainer = ArenaRayPPOTrainer.__new__(ArenaRayPPOTrainer)
         kw = arena_trainer_kwargs(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR)
-        trainer.run_writer, trainer.config_yaml, trainer._pending = kw["run_writer"], kw["config_yaml"], None
+        trainer.run_writer, trainer.config_yaml = kw["run_writer"], kw["config_yaml"]
         trainer.total_training_steps = 3
         trainer.fit()
     ready(fake)
+    saved_rows = []
+    _fake_verl_fit(monkeypatch, out / "ckpt", val_success=0.9, saved_rows=saved_rows)
     assert main.run_training(_cfg(out), log=lambda *_: None) == 0
     rows = RunFolder(out).read_metrics()
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     assert [r["eval/success_rate"] for r in rows] == want_success
+    # every checkpoint k was saved after row k was written: checkpoint k never exists without it
+    assert saved_rows and all(rows_then[-1] == step for step, rows_then in saved_rows)
     assert json.loads((out / "summary.json").read_text())["final_eval_success"] == 0.9
 
 

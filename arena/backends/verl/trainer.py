@@ -27,12 +27,16 @@ verl's `fit()` is kept whole; the subclass overrides five small methods. Why the
   no `non_tensor_batch`; so `__init__` records the arena estimator (`algorithm.adv_estimator`,
   e.g. arena_gigpo) and points verl's slot to `arena_deferred` (zeros), and `_update_actor`
   computes the real advantages with `compute_arena_advantage` on the non-pad rows first.
-- The run folder: fit() logs through verl's `Tracking` only, so `_load_checkpoint` starts the
-  `VerlRunWriter` (resume keeps rows up to the checkpoint step k), `_validate` before the
-  first step writes that row unless a row of that step exists (on resume the kept rows hold
-  step k, so no step is written twice; it is written when the earlier attempt died between
-  saving checkpoint k and writing row k), each step's `metrics` dict (the object fit logs at the step's
-  end) is written when the next step begins, and `fit` writes the last one and summary.json.
+- The run folder: fit() logs through verl's `Tracking` only (`logger.log(metrics, step)` at the
+  end of each step, and once for the validation before the first step). `fit` swaps in
+  `RowTracking` (a Tracking whose log() also calls `_log_row`) while verl's fit runs:
+  `_log_row` appends the row of that step to metrics.jsonl unless the step has one (on resume
+  the kept rows hold the checkpoint's step k, whose validation verl logs again). A checkpoint
+  verl asks for (`_save_checkpoint`, before the step's log) is saved right after the step's
+  row is written, so checkpoint k never exists without row k: a run killed in between resumes
+  from checkpoint k - 1, drops nothing it needs and writes step k once, complete.
+  `_load_checkpoint` starts the `VerlRunWriter` (rows up to the checkpoint step kept, the rest
+  dropped), and `fit` writes summary.json after verl's fit returned.
 """
 from __future__ import annotations
 
@@ -188,7 +192,7 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
             self.config.algorithm.adv_estimator = DEFERRED
         self.filtering, self.filter_hp, self.seed = filtering, dict(filter_hp or {}), int(seed)
         self.run_writer, self.config_yaml = run_writer, config_yaml
-        self._pending: Optional[tuple[int, dict]] = None  # (step, metrics dict fit() is filling)
+        self._save_due = False  # verl asked for a checkpoint that waits for the step's row
 
     def row_unit(self) -> int:
         """lcm(micro-batch rows * data-parallel ranks, rollout.n): what every mini-batch must hold."""
@@ -215,7 +219,6 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
             metrics["rollout/pad_rows"] = float(batch.non_tensor_batch[PAD_KEY].sum())
             epochs = int(self.config.actor_rollout_ref.actor.ppo_epochs)
             metrics["actor/updates_per_step"] = float(len(batch) // self._mini_rows * epochs)
-            self._begin_step(metrics)
         return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
 
     def _compute_old_log_prob(self, batch: DataProto):
@@ -243,31 +246,37 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
             self.run_writer.start(self.config_yaml, resume_step=self.global_steps or None)
         return out
 
-    def _validate(self, *args, **kwargs):
-        val_metrics = super()._validate(*args, **kwargs)
-        if self.run_writer is not None and self._pending is None and val_metrics:
-            # before the first step: step 0, or the checkpoint's step k on resume, whose row the
-            # earlier attempt usually wrote already (kept by start()); then this one is skipped
-            if not any(row["step"] == self.global_steps for row in self.run_writer.folder.iter_metrics()):
-                self.run_writer.log(val_metrics, step=self.global_steps)
-        return val_metrics
+    def _save_checkpoint(self):
+        """Deferred to `_log_row`, right after this step's row (module docstring)."""
+        self._save_due = True
 
-    def _begin_step(self, metrics: dict) -> None:
-        """A step's rollout is in: write the previous step's row, hold this step's dict."""
-        self._flush()
-        self._pending = (self.global_steps, metrics)
-
-    def _flush(self) -> None:
-        if self.run_writer is not None and self._pending is not None:
-            step, metrics = self._pending
-            self.run_writer.log(metrics, step=step)
-        self._pending = None
+    def _log_row(self, data: dict, step: int) -> None:
+        """verl logged `data` for `step`: write its row (once), then the checkpoint it asked for."""
+        if self.run_writer is not None and data and not any(
+                row["step"] == step for row in self.run_writer.folder.iter_metrics()):
+            self.run_writer.log(data, step=step)
+        if self._save_due:
+            self._save_due = False
+            super()._save_checkpoint()
 
     def fit(self):
+        import verl.utils.tracking as tracking
+
+        trainer, verl_tracking = self, tracking.Tracking
+
+        class RowTracking(verl_tracking):
+            def log(self, data, step, backend=None):
+                super().log(data, step, backend=backend)
+                trainer._log_row(data, int(step))
+
+        self._save_due = False
+        tracking.Tracking = RowTracking  # fit() imports the name from the module when it starts
         try:
             out = super().fit()
         finally:
-            self._flush()
+            tracking.Tracking = verl_tracking
+        if self._save_due:  # verl asked for a checkpoint after its last log (not in verl 0.9.1's fit)
+            self._log_row({}, self.global_steps)
         if self.run_writer is not None:
             self.run_writer.finish()  # summary.json last, only after a finished fit
         return out
