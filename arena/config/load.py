@@ -20,7 +20,7 @@ from .schema import CHOICES, RunConfig
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
 # Keys that do not change what a run computes (docs/design.md, Run folder) plus sweep-only keys.
 NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", "search", "wandb",
-                  "dimension", "seeds", "fail_fast")
+                  "dimension", "seeds", "fail_fast", "tool_sandbox")  # tool_sandbox: a record in config.yaml, not a key
 GROUPS = ("env", "budget")
 
 

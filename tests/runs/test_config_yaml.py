@@ -47,3 +47,13 @@ def test_text_without_sweep_keys_is_written_unchanged(tmp_path):
     text = "# a comment\nseed: 3\nenv:\n  name: sanity\n"
     run.write_config(text)
     assert run.config_file.read_text() == text
+
+
+def test_the_tool_sandbox_record_in_config_yaml_does_not_change_the_cell_id(tmp_path):
+    # Both backends append `tool_sandbox: <mode>` to config.yaml; the verl trainer reads the id
+    # back from that file for summary.json. It must be the folder's id, or the sweep would take
+    # the run's own summary for another cell's (a copied folder).
+    cfg = load_config(["env=sanity"])
+    run = RunFolder(tmp_path / "cell").create()
+    run.write_config(OmegaConf.to_yaml(cfg) + OmegaConf.to_yaml({"tool_sandbox": None}))
+    assert cell_id(OmegaConf.create(run.config_file.read_text())) == cell_id(cfg)
