@@ -46,7 +46,7 @@ def _choices_from_config(path: Path) -> dict[str, Any]:
 
 
 def _run_row(results_dir: Path, name: str, cell: dict[str, Any]) -> dict[str, Any]:
-    run = RunFolder(cell_dir(results_dir, name, cell["cell_id"]))
+    run = RunFolder(cell_dir(results_dir, name, cell["cell_id"]), expect_cell_id=cell["cell_id"])
     row: dict[str, Any] = {"sweep": name, "run": cell["cell_id"], "arm": cell["arm"], "env": cell["env"],
                            "seed": int(cell["seed"]), "role": cell["role"]}
     method = cell.get("method")

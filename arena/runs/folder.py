@@ -14,7 +14,8 @@ Rules for metrics.jsonl:
   - a resume keeps the rows up to the last checkpoint's step, or none when there is no
     checkpoint (`reset_metrics`), and says so; the rerun then appends its own rows;
   - every append is fsynced, so the rows up to a checkpoint survive with it.
-A summary.json that does not parse or lacks fields is not a proof: `set_aside_summary` moves it
+A summary.json that does not parse, lacks fields, holds values of the wrong kind, or (in a
+sweep cell) names another cell's id is not a proof: `set_aside_summary` moves it
 to `summary.json.corrupt-<time>` (kept, not deleted) so the cell runs again.
 """
 from __future__ import annotations
@@ -39,8 +40,11 @@ class MetricsFileError(ValueError):
     """metrics.jsonl holds a bad line that is not a torn last line, or a step twice."""
 
 
-def summary_problem(path: Path) -> Optional[str]:
-    """None when `path` is a valid summary.json, else why not (names the file)."""
+def summary_problem(path: Path, expect_cell_id: Optional[str] = None) -> Optional[str]:
+    """None when `path` is a valid summary.json, else why not (names the file). Valid: a JSON
+    object with every SUMMARY_FIELDS key, a known status, values of the right kind
+    (`summary_value_problem`) and, when `expect_cell_id` is given and the summary names a
+    cell_id, that one (a run folder copied from another cell is not this cell's proof)."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -54,12 +58,49 @@ def summary_problem(path: Path) -> Optional[str]:
         return f"{path} lacks {', '.join(missing)}"
     if data["status"] not in SUMMARY_STATUSES:
         return f"{path} has status {data['status']!r}; valid: {', '.join(SUMMARY_STATUSES)}"
+    bad = summary_value_problem(data)
+    if bad:
+        return f"{path}: {bad}"
+    owner = data.get("cell_id")
+    if expect_cell_id is not None and owner not in (None, expect_cell_id):
+        return f"{path} is the summary of cell {owner}, not of {expect_cell_id} (a run folder copied from elsewhere?)"
+    return None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def summary_value_problem(data: dict) -> Optional[str]:
+    """Why a summary's values are not what build_summary writes, or None. Null is allowed
+    everywhere (no eval point); a score is a number in [0, 1], steps and n_eval integers >= 0,
+    wall_seconds a number >= 0, stable true | false | "unresolved"."""
+    for key in ("final_eval_success", "initial_eval_success"):
+        v = data.get(key)
+        if v is not None and not (_number(v) and 0.0 <= v <= 1.0):
+            return f"{key}={v!r}; valid: null or a number in [0, 1]"
+    for key in ("steps", "n_eval"):
+        v = data.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return f"{key}={v!r}; valid: null or an integer >= 0"
+    v = data.get("wall_seconds")
+    if v is not None and not (_number(v) and v >= 0):
+        return f"wall_seconds={v!r}; valid: null or a number >= 0"
+    for key in ("var_last20", "noise_floor", "theta"):
+        v = data.get(key)
+        if v is not None and not _number(v):
+            return f"{key}={v!r}; valid: null or a finite number"
+    if data.get("stable") not in (None, True, False, "unresolved"):
+        return f"stable={data.get('stable')!r}; valid: true, false, \"unresolved\" or null"
     return None
 
 
 class RunFolder:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, expect_cell_id: Optional[str] = None):
+        """`expect_cell_id`: the cell this folder is for (a sweep cell's folder name); a summary
+        naming another cell is then no proof of this one (summary_problem)."""
         self.path = Path(path).resolve()
+        self.expect_cell_id = expect_cell_id
         self.ckpt = self.path / CKPT_DIR
         self.config_file = self.path / CONFIG_FILE
         self.metrics_file = self.path / METRICS_FILE
@@ -77,7 +118,18 @@ class RunFolder:
         return self.summary_problem() is None
 
     def summary_problem(self) -> Optional[str]:
-        return summary_problem(self.summary_file)
+        return summary_problem(self.summary_file, self.expect_cell_id)
+
+    def foreign_cell(self) -> Optional[str]:
+        """The other cell id a parseable summary.json names when this folder expects another
+        one (a run folder copied from another cell or sweep), else None."""
+        if self.expect_cell_id is None:
+            return None
+        try:
+            owner = json.loads(self.summary_file.read_text()).get("cell_id")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return owner if owner not in (None, self.expect_cell_id) else None
 
     def summary(self) -> Optional[dict]:
         """The summary when the run is done, else None (also for a corrupt summary.json)."""

@@ -59,7 +59,7 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
 def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
              train_fn: Optional[Callable] = None) -> str:
     set_job_env(env, threads)
-    run = RunFolder(cfg.out)
+    run = RunFolder(cfg.out, expect_cell_id=Path(cfg.out).name)  # a sweep cell's folder is named by its id
     if run.done:
         return DONE
     with CellLock(run.path) as held:
@@ -67,6 +67,12 @@ def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
             return BUSY
         if run.done:  # finished while we waited for the lock
             return DONE
+        foreign = run.foreign_cell()
+        if foreign:  # another cell's run (copied here): resuming its checkpoint would mix two configs
+            run.write_error(f"{run.summary_file} is the summary of cell {foreign}, not of {run.path.name}: this folder "
+                            f"holds another cell's run (copied from another sweep?). Nothing was changed; move the "
+                            f"folder away and rerun the sweep to run this cell.\n")
+            return FAILED
         run.set_aside_summary()  # an unreadable summary.json: kept aside, the cell runs again
         if run.error_file.exists():  # a retry: keep the old traceback aside, not as this run's
             os.replace(run.error_file, run.path / f"error.{int(time.time())}.prev.txt")

@@ -73,7 +73,7 @@ def flock_is_held(cell_dir: Path) -> bool:
 
 def cell_state(cell_dir: str | Path) -> str:
     cell_dir = Path(cell_dir)
-    if RunFolder(cell_dir).done:
+    if RunFolder(cell_dir, expect_cell_id=cell_dir.name).done:  # a sweep cell's folder is named by its id
         return DONE
     if flock_is_held(cell_dir) or heartbeat_is_live(cell_dir):
         return BUSY

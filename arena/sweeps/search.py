@@ -32,7 +32,7 @@ MODES = ("first", "best", "tpe")
 
 
 def _evaluate(cells: list[Cell], theta: float) -> dict:
-    summaries = [RunFolder(c.out).summary() for c in cells]  # None unless a valid summary.json
+    summaries = [RunFolder(c.out, expect_cell_id=c.cell_id).summary() for c in cells]  # None unless a valid summary.json
     ok = all(s is not None for s in summaries)
     variances = [s.get("var_last20") if s else None for s in summaries]
     instability = max((math.inf if v is None else float(v)) for v in variances)

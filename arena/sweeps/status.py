@@ -31,9 +31,11 @@ def status_lines(results_dir: str | Path, name: str) -> list[str]:
     lines = [f"sweep {name} ({manifest['dimension']}): {len(rows)} cells: "
              + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("done", "busy", "failed", "missing"))]
     for row, state in rows:
-        run = RunFolder(cell_dir(results_dir, name, row["cell_id"]))
+        run = RunFolder(cell_dir(results_dir, name, row["cell_id"]), expect_cell_id=row["cell_id"])
         note = ""
-        if state != DONE and run.summary_file.exists():  # present but no proof: it will be rerun
+        if state != DONE and run.foreign_cell():  # a copied folder: never run over, never scored
+            note = f"  ({run.summary_problem()}; move this folder away, then rerun the sweep)"
+        elif state != DONE and run.summary_file.exists():  # present but no proof: it will be rerun
             note = f"  ({run.summary_problem()}; the next sweep sets it aside and reruns the cell)"
         lines.append(f"  {row['role']:6s} {row['arm']:16s} {row['env']:10s} seed={row['seed']:<4d} {row['cell_id']}  "
                      f"{state}{note}")
@@ -52,8 +54,8 @@ def arm_summary_rows(results_dir: str | Path, name: str) -> list[dict]:
             groups.setdefault((row["arm"], row["env"]), []).append(row)
     out = []
     for (arm, env), rows in groups.items():
-        summaries = [s for s in (RunFolder(cell_dir(results_dir, name, r["cell_id"])).summary() for r in rows)
-                     if s is not None]
+        folders = [RunFolder(cell_dir(results_dir, name, r["cell_id"]), expect_cell_id=r["cell_id"]) for r in rows]
+        summaries = [s for s in (f.summary() for f in folders) if s is not None]
         finals = [float(s["final_eval_success"]) for s in summaries if s.get("final_eval_success") is not None]
         mean, sd = mean_std(finals)
         out.append({

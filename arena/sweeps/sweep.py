@@ -130,11 +130,43 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     name = check_name("name", sweep.get("name") or f"{dimension}-{_budget(run)}")
     plan.name, plan.sweep_dir = name, sweep_dir(results_dir, name)
     plan.cells = expand(plan)  # validates every cell via load_config
+    hidden = finished_cells_left_out(plan)
+    if hidden:
+        raise ValueError(f"sweep {name!r} already holds {len(hidden)} finished run(s) that this command would leave out "
+                         f"of its manifest, and so out of its report: {', '.join(hidden[:6])}"
+                         f"{' ...' if len(hidden) > 6 else ''}; valid: another name=NAME for this sweep, or arms, "
+                         f"envs and seeds that include them")
     if plan.cells[0].cfg.search.enabled:
         from .search import validate_search
 
         validate_search(plan)
     return plan, options
+
+
+def finished_cells_left_out(plan: SweepPlan) -> list[str]:
+    """"arm/env/seed" of the report cells in the sweep's manifest on disk that finished and that
+    `plan` has no report cell for (a smaller or another grid, fewer seeds or envs, under the same
+    name): rewriting the manifest would hide them from the report and from `arena status`.
+    A manifest that is absent or unreadable hides nothing (it is rewritten)."""
+    import json
+
+    from arena.runs.folder import RunFolder
+
+    try:
+        old = json.loads(plan.manifest_file.read_text())
+        rows = [r for r in old["cells"] if r.get("role") == "report"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    planned = {(c.arm, c.env, int(c.seed)) for c in plan.cells if c.role == "report"}
+    hidden = []
+    for row in rows:
+        try:
+            key, cid = (str(row["arm"]), str(row["env"]), int(row["seed"])), str(row["cell_id"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if key not in planned and RunFolder(plan.sweep_dir / "cells" / cid, expect_cell_id=cid).done:
+            hidden.append("/".join(map(str, key)))
+    return hidden
 
 
 def bc_configs(cells) -> list:

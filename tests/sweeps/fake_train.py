@@ -48,7 +48,7 @@ def train(cfg) -> int:
     # score = 0.5 + eps_high (when set), so "best" prefers a larger eps_high among stable points
     score = 0.5 + float(hp.get("eps_high", 0.0))
     # every field a valid summary.json carries (arena.runs.layout.SUMMARY_FIELDS), else it is no proof
-    run.write_summary({"status": "done", "final_eval_success": score, "var_last20": 0.01 if unstable else 0.0,
+    run.write_summary({"status": "done", "cell_id": Path(cfg.out).name, "final_eval_success": score, "var_last20": 0.01 if unstable else 0.0,
                        "noise_floor": 0.0, "theta": 0.0025, "n_eval": 8, "wall_seconds": 0.0,
                        "stable": not unstable, "steps": cfg.steps, "git_sha": os.environ.get("ARENA_GIT_SHA"),
                        "git_dirty": os.environ.get("ARENA_GIT_DIRTY"), "versions": {}, "host": "fake",
