@@ -73,3 +73,7 @@ def test_rerun_after_a_corrupt_summary_keeps_the_collapse(tmp_path, monkeypatch)
     after = run.summary()
     for key in ("status", "collapse_reason", "final_eval_success", "var_last20", "stable", "steps"):
         assert after[key] == before[key], key
+    # the rerun ran no step, yet its wall_seconds counts the kept rows' step times (the killed
+    # process's work): before, it was only the rerun's own few microseconds
+    kept_seconds = sum(r["perf/step_seconds"] for r in run.read_metrics())  # 5 rows, each > 0
+    assert kept_seconds > 0 and after["wall_seconds"] >= kept_seconds

@@ -147,6 +147,9 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     history = run.read_metrics()
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
     t_start = time.time()
+    # wall_seconds of a resumed run = the kept rows' step times (the killed process's work that
+    # survives) + this process's time; without them the dry-run pace of such cells reads low
+    wall_before = sum(float(r.get("perf/step_seconds") or 0.0) for r in history)
     # a resumed run judges the rows it kept too: a collapse before the checkpoint stays a collapse
     collapse = collapse_reason(history, cfg.steps, n_eval=cfg.eval.n, min_format_valid=cfg.stability.min_format_valid)
     status = "collapsed" if collapse else "done"
@@ -177,7 +180,8 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
             if cfg.stability.stop_on_collapse:
                 break
     status = run_status(history, collapse, min_format_valid=cfg.stability.min_format_valid)
-    return _summary(cfg, run, points, status, time.time() - t_start, history, collapse, tool_sandbox)
+    return _summary(cfg, run, points, status, wall_before + time.time() - t_start, history, collapse,
+                    tool_sandbox)
 
 
 def _progress(step: int, total: int, row: dict, t_start: float, *, steps_done: int) -> str:
