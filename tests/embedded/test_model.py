@@ -91,6 +91,20 @@ def test_save_checkpoint_replaces_atomically_and_leaves_no_temp_dirs(tmp_path):
     assert torch.equal(loaded.model.embed_tokens.weight, second.model.embed_tokens.weight)
 
 
+def test_saved_checkpoint_has_the_umask_modes_not_mkdtemps_0700(tmp_path):
+    # umask 022: a folder gets 0o777 & ~0o022 = 0o755, a file 0o666 & ~0o022 = 0o644, as mkdir
+    # and open would give; mkdtemp alone leaves the folder 0o700 (unreadable to a lab's group)
+    tok = build_tokenizer(CORPUS, vocab_size=270)
+    old = os.umask(0o022)
+    try:
+        path = save_checkpoint(build_model(len(tok), size="tiny", seed=1), tok, tmp_path / "ckpt")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o755
+    files = [p for p in path.rglob("*") if p.is_file()]
+    assert files and {p.stat().st_mode & 0o777 for p in files} == {0o644}
+
+
 def test_user_errors_list_the_choices(tmp_path):
     with pytest.raises(ValueError, match="tiny, small, medium"):
         build_model(10, size="huge")

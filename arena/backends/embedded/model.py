@@ -113,6 +113,14 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
     return model.to(resolve_device(device)).eval(), tokenizer
 
 
+def share_like_umask(folder: Path) -> None:
+    """Give `folder` and its files the modes a plain mkdir/open would (0o777/0o666 & ~umask)."""
+    from arena.runs.atomic import current_umask, file_mode
+    os.chmod(folder, 0o777 & ~current_umask())
+    for item in folder.rglob("*"):
+        os.chmod(item, (0o777 & ~current_umask()) if item.is_dir() else file_mode())
+
+
 def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
     """Write model + tokenizer to `path` atomically: into a temp folder beside it, then a
     rename. An existing checkpoint at `path` is replaced."""
@@ -122,6 +130,7 @@ def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        share_like_umask(tmp)  # mkdtemp made it 0700: a lab's shared BC cache must be readable
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
             os.replace(path, old / "ckpt")
