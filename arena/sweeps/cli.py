@@ -43,7 +43,12 @@ def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: O
         return EXIT_OK
     log(f"[sweep] {plan.name}: {len(plan.cells)} cells ({len(plan.arms)} arms x {len(plan.envs)} envs x "
         f"{len(plan.seeds)} seeds) -> {plan.sweep_dir}")
-    outcome = execute(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
+    from .driver_lock import SweepBusy
+
+    try:
+        outcome = execute(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
+    except SweepBusy as exc:
+        return _bad("sweep", exc)
     return _finish(plan, outcome, log)
 
 

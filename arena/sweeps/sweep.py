@@ -207,11 +207,16 @@ def sweep_parallelism(launcher: str) -> int:
 def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callable] = None,
             bc_fn: Optional[Callable] = None, log: Callable = print) -> dict[str, str]:
     """BC stage, then the report cells (after a search when search.enabled). {cell_id: outcome}."""
+    from .driver_lock import sweep_driver_lock
+
+    with sweep_driver_lock(plan):  # writes the manifest; SweepBusy if another grid runs under this name
+        return _execute_locked(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
+
+
+def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
     from .launchers import launcher_config, make_executor, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
 
-    plan.sweep_dir.mkdir(parents=True, exist_ok=True)
-    plan.write_manifest()
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]
     executor = make_executor(options.launcher, plan.sweep_dir / "jobs", timeout_min=options.timeout_min)
