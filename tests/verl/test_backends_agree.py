@@ -123,4 +123,6 @@ def test_one_verl_step_equals_the_embedded_step_on_the_same_turns(tmp_path, verl
         moved = max(moved, float((param.detach() - bc_params[name]).abs().max()))
         gap = max(gap, float((param.detach() - theirs).abs().max()))
     assert moved > 0.5 * cfg.lr, moved  # Adam's first step moves a weight by ~lr
-    assert gap < 1e-6, (gap, moved)
+    # measured: gap 2.2e-7 (float32 rounding of the summed gradients), moved 1.0e-4; with verl's default
+    # bf16 mixed precision (before cpu_platform set float32) the gap was 2.0e-4, the grad norm 0.3% off
+    assert gap < 1e-5, (gap, moved)

@@ -83,3 +83,23 @@ def test_cli_prints_yaml():
 def test_bad_option_lists_valid_names(args, listed):
     rc, out, err = _run(args)
     assert rc == 2 and out == "" and listed in err
+
+
+def test_cpu_runs_compute_in_float32_as_the_embedded_backend():
+    # verl's FSDP engine runs forward/backward in bf16 unless fsdp_config.mixed_precision says
+    # otherwise; the key is a field of FSDPEngineConfig that verl's yaml leaves out, so _set
+    # accepts it as a dataclass field (and still refuses a name that is not one)
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from arena.backends.verl.cpu_platform import FP32_MIXED_PRECISION, cpu_overrides
+    from arena.backends.verl.verl_config import build_verl_config
+
+    cfg = load_config(["backend=verl"])
+    verl_cfg = build_verl_config(cfg, cpu_overrides())
+    actor = omega_conf_to_dataclass(verl_cfg.actor_rollout_ref.actor)
+    assert actor.fsdp_config.mixed_precision == FP32_MIXED_PRECISION == {
+        "param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    assert verl_cfg.actor_rollout_ref.ref.fsdp_config.mixed_precision == FP32_MIXED_PRECISION
+    assert verl_cfg.data.dataloader_num_workers == 0
+    with pytest.raises(ValueError, match="unknown verl config key .*fsdp_config.no_such"):
+        build_verl_config(cfg, {"actor_rollout_ref.actor.fsdp_config.no_such": 1})

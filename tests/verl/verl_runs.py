@@ -38,3 +38,37 @@ def metrics_rows(run_dir: Path) -> list[dict]:
 def failure_text(run_dir: Path, log: str) -> str:
     error = Path(run_dir) / "error.txt"
     return f"{log[-3000:]}\n{error.read_text()[-3000:] if error.exists() else ''}"
+
+
+def _stat(pid_dir: Path) -> tuple[str, int, int] | None:
+    """(state, ppid, session id) of /proc/<pid>, None if it is gone."""
+    try:
+        fields = (pid_dir / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1]), int(fields[3])
+
+
+def ray_head_session(driver_pid: int) -> int | None:
+    """The session id of the `ray start` child of `driver_pid` (it runs in a session of its own,
+    with the GCS, the raylet and every Ray worker of the run), None before it started."""
+    for pid_dir in Path("/proc").glob("[0-9]*"):
+        stat = _stat(pid_dir)
+        if stat and stat[1] == driver_pid:
+            try:
+                cmdline = (pid_dir / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"ray" in cmdline and b"start" in cmdline:
+                return stat[2]
+    return None
+
+
+def session_processes(session: int) -> list[int]:
+    """Live (not zombie) processes of a session."""
+    out = []
+    for pid_dir in Path("/proc").glob("[0-9]*"):
+        stat = _stat(pid_dir)
+        if stat and stat[2] == session and stat[0] != "Z":
+            out.append(int(pid_dir.name))
+    return out

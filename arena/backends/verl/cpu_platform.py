@@ -229,6 +229,9 @@ def use_cpu_platform() -> PlatformBase:
     return previous
 
 
+FP32_MIXED_PRECISION = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+
+
 def cpu_overrides() -> dict:
     """verl config keys of a device=cpu run (module docstring: the verl error each avoids)."""
     model = "actor_rollout_ref.model."
@@ -241,6 +244,11 @@ def cpu_overrides() -> dict:
         model + "use_remove_padding": False,
         "actor_rollout_ref.rollout.name": "arena",
         "actor_rollout_ref.rollout.agent.num_workers": 1,  # verl's default 8 agent-loop actors
+        "data.dataloader_num_workers": 0,  # verl's default 8 loader processes for a few parquet rows
+        # float32 compute as the embedded backend (verl's FSDP default is bf16 parameters in the
+        # forward/backward: a different loss and gradient, and no speed-up on a CPU)
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision": FP32_MIXED_PRECISION,
+        "actor_rollout_ref.ref.fsdp_config.mixed_precision": FP32_MIXED_PRECISION,
     }
 
 

@@ -120,15 +120,35 @@ def micro_batch_rows(cfg: DictConfig, mini_prompts: int) -> int:
     return max(d for d in range(1, cap + 1) if mini_rows % d == 0)
 
 
+def _dataclass_fields(node: DictConfig) -> set[str]:
+    """The field names of the dataclass a config section instantiates (its `_target_`), else none."""
+    import dataclasses
+    import importlib
+
+    target = node.get("_target_") if "_target_" in node else None
+    if not isinstance(target, str) or "." not in target:
+        return set()
+    module, _, name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return set()
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
 def _set(cfg: DictConfig, key: str, value: Any) -> None:
     """Write `value` at dotted `key`; ValueError listing the valid keys if the path is unknown."""
     parent, _, leaf = key.rpartition(".")
     node = OmegaConf.select(cfg, parent) if parent else cfg
-    if not isinstance(node, DictConfig) or leaf not in list(node.keys()):  # `in` is False for ??? values
+    present = isinstance(node, DictConfig) and leaf in list(node.keys())  # `in` is False for ??? values
+    if not present and not (isinstance(node, DictConfig) and leaf in _dataclass_fields(node)):
         where = node if isinstance(node, DictConfig) else cfg
         raise ValueError(f"unknown verl config key {key!r}; valid keys under {parent or '<root>'!r}: "
                          f"{', '.join(sorted(str(k) for k in where.keys()))}")
-    if key.endswith("actor.policy_loss"):
+    if not present:  # a field of the section's dataclass that verl's yaml leaves out (e.g. mixed_precision)
+        with open_dict(node):
+            node[leaf] = value
+    elif key.endswith("actor.policy_loss"):
         with open_dict(node):  # our subclass adds fields to verl's PolicyLossConfig section
             node[leaf] = OmegaConf.merge(node[leaf], value)
     else:
