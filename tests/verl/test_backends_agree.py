@@ -20,7 +20,7 @@ Same distribution, different random streams: the test compares log-probs instead
 
 Config: budget=smoke with steps=1 and ppo_num_mini_batches=1, so both backends take exactly
 one optimizer step over all turn rows (verl's mini-batch row order is its length-balanced
-order; with one mini-batch the order changes only the summation order). Wall time ~100 s on
+order; with one mini-batch the order changes only the summation order). Wall time 124 s on
 the shared 2-core box (one verl run; the embedded side is ~3 s)."""
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ and the run folder. It starts from the session's shared BC checkpoint (conftest.
 replies have the format), so the rewards differ inside groups and the advantages, the policy
 loss and the gradient are not zero: the loop's numbers are exercised with a gradient.
 
-Wall time: ~110 s on the shared 2-core box (Ray start and worker groups ~60 s, 3 PPO steps of
+Wall time: 146 s on the shared 2-core box at load ~7 (Ray start and worker groups ~60 s, 3 PPO steps of
 2 groups x 4 episodes, 4 evals of 8 episodes); stopped after 12 min (SIGINT first, so the run
 stops its Ray head)."""
 from __future__ import annotations

@@ -7,7 +7,7 @@ up to the checkpoint's (a step's row is written before its checkpoint: trainer.p
 the rerun resumes from verl's checkpoint and ends with exactly one row per step (0..3, the
 training rows with their actor metrics) and a complete summary.json.
 
-Wall time ~3.5 min on the shared 2-core box (the first attempt up to its first checkpoint,
+Wall time 207 s on the shared 2-core box at load ~8 (the first attempt up to its first checkpoint,
 ~80 s, then a resumed run of ~110 s)."""
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ Modules
                   per turn through verl's server handle; the turns in `extra_fields`.
 - `fan_out`       verl's per-prompt generation output -> one actor row per turn (+ pad rows).
 - `trainer`       `ArenaRayPPOTrainer(RayPPOTrainer)` and `TurnRolloutManager` (fan-out,
-                  dynamic filtering with resampling, deferred advantages, run-folder hooks).
+                  dynamic filtering with resampling, deferred advantages, the embedded
+                  backend's mini-batch count, run-folder rows written before their checkpoint).
 - `task_runner`   verl's TaskRunner with `ArenaRayPPOTrainer` (a Ray actor: verl's driver).
 - `dataset`       the run's verl dataset files: train/val parquet (one row per episode seed,
                   the embedded backend's seeds) and the "arena_agent" agent-loop yaml.
@@ -36,7 +37,8 @@ Modules
 - `ray_head`      a private Ray head per single-node job: free ports, its own temp dir.
 
 How it fits together (registration in every Ray process, the arena rollout and its weight
-sync, the stop rule, CPU runs, the per-turn fan-out, and what has and has not run): docs/verl.md.
+sync, the stop rule, CPU runs, the per-turn fan-out, mini-batches, the run folder, the
+agreement with the embedded backend, and what has and has not run): docs/verl.md.
 """
 from __future__ import annotations
 
