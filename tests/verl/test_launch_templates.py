@@ -208,3 +208,25 @@ def test_a_killed_job_leaves_no_ray_head_behind(tmp_path):
         time.sleep(0.5)
     shutil.rmtree(temp_dir, ignore_errors=True)
     assert alive == []
+
+
+def test_a_cpu_runs_head_starts_without_cuda_visible_devices(tmp_path, monkeypatch):
+    # submitit's local executor (a local sweep cell) sets CUDA_VISIBLE_DEVICES="" and Ray then
+    # refuses --num-gpus=1; a CPU run's "GPU" slots are logical, so its head drops the variable
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def popen(cmd, *, env, **kwargs):
+        seen.update(cmd=cmd, env=env)
+        raise Started
+
+    heads = {logical: ray_head.RayHead(tmp_path / str(logical), num_cpus=1, num_gpus=1, logical_gpus=logical)
+             for logical in (True, False)}  # built first: __init__ asks Ray for the node's address
+    monkeypatch.setattr(ray_head.subprocess, "Popen", popen)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    for logical, kept in ((True, False), (False, True)):
+        with pytest.raises(Started):
+            heads[logical].start()
+        assert "--num-gpus=1" in seen["cmd"] and ("CUDA_VISIBLE_DEVICES" in seen["env"]) is kept

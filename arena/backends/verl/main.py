@@ -121,8 +121,9 @@ def checkpoint_step(ckpt_dir: Path) -> int:
 @contextmanager
 def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None, min_cpus: int = 1) -> Iterator[str]:
     """$RAY_ADDRESS when set; else a private head for this job (stopped on exit) with `num_gpus`
-    GPUs (default: the GPUs this node sees) and at least `min_cpus` logical CPUs (Ray's CPU count
-    is a scheduling budget, not cores: a CPU run's actors need more slots than a laptop has)."""
+    GPUs (default: the GPUs this node sees; given: a CPU run's logical "GPU" slots,
+    `RayHead(logical_gpus=True)`) and at least `min_cpus` logical CPUs (Ray's CPU count is a
+    scheduling budget, not cores: a CPU run's actors need more slots than a laptop has)."""
     import ray
 
     if os.environ.get("RAY_ADDRESS"):
@@ -133,7 +134,7 @@ def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None, min_c
 
     cpus = max(int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1), min_cpus)
     gpus = gpus_per_node() if num_gpus is None else num_gpus
-    with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus) as head:
+    with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus, logical_gpus=num_gpus is not None) as head:
         log(f"[train] Ray head {head.address}, temp dir {head.temp_dir}")
         os.environ["RAY_ADDRESS"] = head.address
         try:

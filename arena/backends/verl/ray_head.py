@@ -97,7 +97,13 @@ def head_command(ports: dict[str, int], temp_dir: Path, *, num_cpus: int, num_gp
 class RayHead:
     """`with RayHead(temp_dir, num_cpus=.., num_gpus=..) as head: os.environ["RAY_ADDRESS"] = head.address`."""
 
-    def __init__(self, temp_dir: Path, *, num_cpus: int, num_gpus: int, start_timeout_s: float = 120.0):
+    def __init__(self, temp_dir: Path, *, num_cpus: int, num_gpus: int, start_timeout_s: float = 120.0,
+                 logical_gpus: bool = False):
+        """`logical_gpus`: the GPUs are a CPU run's scheduling slots, not devices. Ray refuses
+        `--num-gpus=N` above the ids in $CUDA_VISIBLE_DEVICES (`Attempting to start raylet
+        with 1 GPU, but CUDA_VISIBLE_DEVICES contains []`: submitit's local executor, i.e. a
+        local sweep cell, sets it empty), so the head then starts without that variable."""
+        self.logical_gpus = logical_gpus
         self.temp_dir = Path(temp_dir)
         self.ports = dict(zip(HEAD_PORT_NAMES, free_ports(len(HEAD_PORT_NAMES))))
         self.host = node_ip_address()
@@ -111,6 +117,8 @@ class RayHead:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "w") as log:
             env = {**os.environ, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}  # no Serve to drain: stop at once
+            if self.logical_gpus:
+                env.pop("CUDA_VISIBLE_DEVICES", None)
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + self.start_timeout_s
