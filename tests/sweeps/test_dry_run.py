@@ -13,7 +13,8 @@ from .fake_train import VALID_SUMMARY
 
 
 def _plan(tmp_path, *extra, name="est"):
-    return build_plan(["dimension=aggregation", "seeds=2", "launcher=debug", f"name={name}",
+    # steps=30 pinned: the derivations below count 30-step cells, whatever budget=default ships
+    return build_plan(["dimension=aggregation", "seeds=2", "launcher=debug", f"name={name}", "steps=30",
                        f"results_dir={tmp_path}", "wandb.enabled=false", *extra])
 
 
@@ -28,7 +29,7 @@ def _finish(cell_cfg, out, *, wall: float, steps: int) -> None:
 
 
 def test_without_finished_cells_the_main_job_pace(tmp_path):
-    # budget=default: 30 steps x 8 envs x 8 per group = 1920 episodes x 0.044 s = 84.48 s per
+    # budget=default at 30 steps: 30 steps x 8 envs x 8 per group = 1920 episodes x 0.044 s = 84.48 s per
     # cell; 4 cells on the debug launcher's 1 job: 4 x 84.48 = 337.9 s = ~6 min
     plan, options = _plan(tmp_path)
     assert SECONDS_PER_EPISODE == 0.044
