@@ -4,7 +4,7 @@ six arms (GRPO, GSPO, CISPO, SAPO, CISPO_SM, SAPO_SM) as six real verl runs, one
 then the report. From the session's shared BC checkpoint (model.path: no BC stage), with
 steps=1 to keep it short (every cell: the step-0 eval, one PPO step, the step-1 eval).
 
-Wall time ~8 min on the shared 2-core box (~75 s per cell, nearly all of it Ray start-up and
+Wall time 551 s on the shared 2-core box at load 5-11 (~90 s per cell, nearly all of it Ray start-up and
 verl's worker groups)."""
 from __future__ import annotations
 
