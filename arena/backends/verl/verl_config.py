@@ -9,8 +9,10 @@ Batch sizes are in turn-samples (one actor row per LLM call). verl counts its mi
 prompts and multiplies it by `rollout.n`, so
     verl ppo_mini_batch_size = ceil(turn_samples_per_mini_batch / group_size)
 with turn_samples_per_mini_batch = `ppo_mini_batch_size` if set, else
-batch_envs * group_size / ppo_num_mini_batches (one turn per trajectory as the floor; the
-per-turn fan-out gives more rows, which verl splits into the same number of mini-batches).
+batch_envs * group_size / ppo_num_mini_batches (one turn per trajectory as the floor). This
+static value only passes verl's config checks: the per-turn fan-out gives more rows, and the
+trainer hands verl each step's own mini-batch size, so verl takes as many optimizer steps as
+the embedded backend (trainer.arena_mini_batch_rows).
 Micro-batches (`micro_batch_rows`): the largest divisor of a mini-batch's rows
 (ppo_mini_batch_size * group_size) that is at most `micro_batch_size`, for the actor's update
 and for the old and reference log-probs (verl's validate_config requires all three). verl
