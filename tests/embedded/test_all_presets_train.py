@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from arena.backends.embedded.run import run_dir, run_training
 from arena.config import load_config, resolve_po
+from arena.po.filtering import FILTER
 from arena.po.methods import METHODS
 from arena.runs import RunFolder
 
@@ -30,6 +31,10 @@ def test_preset_trains_on_sokoban(method, tmp_path_factory):
         assert 0.0 <= r["actor/clipfrac_high"] <= 1.0 and r["actor/grad_norm"] >= 0.0
         assert 0.0 < r["filter/kept_group_frac"] <= 1.0
         if METHODS[method].filtering == "none":
-            assert r["filter/kept_group_frac"] == 1.0
+            # without filtering: one rollout try, every group kept
+            assert r["filter/kept_group_frac"] == 1.0 and r["filter/tries"] == 1.0
+        else:  # dynamic: at least one try, at most max_gen_batches (its default) of them
+            max_tries = FILTER.with_defaults(po.filtering, po.member_hp("filtering"))["max_gen_batches"]
+            assert 1.0 <= r["filter/tries"] <= max_tries
         if METHODS[method].seq_mask == "none":
             assert r["actor/masked_seqs"] == 0.0

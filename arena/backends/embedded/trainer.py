@@ -111,6 +111,7 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
         "rollout/response_length": float(batch.response_mask.sum(-1).mean()),
         "rollout/turn_samples": float(len(batch)),
         "filter/kept_group_frac": fstats["kept_group_frac"],
+        "filter/tries": float(fstats["tries"]),
         "perf/rollout_seconds": t_roll - t0,
         "perf/env_seconds": sum(s["env_seconds"] for s in tries),
         "perf/logprob_seconds": t_lp - t_roll,
