@@ -11,7 +11,7 @@ and that BC stopped inside its band.
 Wall time (CI, 2 cores): ~20 minutes. The five runs share the results dir (BC checkpoints) and
 go two at a time, one torch thread each (two 2-thread processes on 2 cores thrash), the next
 starting as soon as one ends; one run is BC (1.5-3 min) + 100 RL steps with 25 evals of 1024
-rooms (~5.5 min) on one unloaded thread, so ~40 CPU-minutes in all. Each run has a 30-minute
+rooms (~6-7 min, estimated) on one unloaded thread, so ~40 CPU-minutes in all. Each run has a 30-minute
 timeout."""
 import json
 import math
