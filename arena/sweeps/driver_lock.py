@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .ledger import file_lock_is_held
+
 
 class SweepBusy(ValueError):
     """Another live driver runs other cells under this sweep name (exit 2: bad input)."""
@@ -32,16 +34,6 @@ def _manifest_keys(manifest_file: Path) -> set[tuple[str, str, int]] | None:
         return None  # absent or unreadable: nothing to protect
 
 
-def _other_driver_live(driver_fh) -> bool:
-    """True when another process holds the driver lock (shared): our exclusive try fails."""
-    try:
-        fcntl.flock(driver_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    fcntl.flock(driver_fh, fcntl.LOCK_UN)
-    return False
-
-
 @contextmanager
 def sweep_driver_lock(plan) -> Iterator[None]:
     """Write `plan`'s manifest and hold the driver lock until the block ends; raises SweepBusy
@@ -53,7 +45,7 @@ def sweep_driver_lock(plan) -> Iterator[None]:
             fcntl.flock(gate, fcntl.LOCK_EX)  # released when `gate` closes
             on_disk = _manifest_keys(plan.manifest_file)
             ours = report_keys(c.manifest_row() for c in plan.cells)
-            if on_disk is not None and on_disk != ours and _other_driver_live(driver):
+            if on_disk is not None and on_disk != ours and file_lock_is_held(plan.sweep_dir / ".driver.lock"):
                 extra = sorted("/".join(map(str, k)) for k in on_disk - ours)
                 raise SweepBusy(
                     f"sweep {plan.name!r} is running now with other cells ({len(extra)} not in this command: "

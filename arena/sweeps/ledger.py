@@ -59,7 +59,12 @@ def heartbeat_is_live(cell_dir: Path, *, period: float | None = None, now: float
 
 
 def flock_is_held(cell_dir: Path) -> bool:
-    path = Path(cell_dir) / LOCK_NAME
+    return file_lock_is_held(Path(cell_dir) / LOCK_NAME)
+
+
+def file_lock_is_held(path: Path) -> bool:
+    """True when some open file description (another process, or another open() here) holds a
+    flock on `path`: our non-blocking exclusive try fails."""
     if not path.exists():
         return False
     with open(path, "a") as fh:
