@@ -8,10 +8,10 @@ Each seed trains its own BC (the seed is in the BC cache key), stopped on the va
 budget=learn; the test also checks that the step-0 success is in the bar's headroom [15%, 70%]
 and that BC stopped inside its band.
 
-Wall time (CI, 2 cores): ~20 minutes. The five runs share the results dir (BC checkpoints) and
-go two at a time, one torch thread each (two 2-thread processes on 2 cores thrash), the next
-starting as soon as one ends; one run is BC (1.5-3 min) + 100 RL steps with 25 evals of 1024
-rooms (~6-7 min, estimated) on one unloaded thread, so ~40 CPU-minutes in all. Each run has a 30-minute
+Wall time (2 cores): 1497 s (25 minutes) measured at load 2-3. The five runs share the results
+dir and go two at a time, one torch thread each (two 2-thread processes on 2 cores thrash), the
+next starting as soon as one ends; one run is BC (45-162 s measured) + 100 RL steps with 25
+evals of 1024 rooms (337-519 s measured), ~40 CPU-minutes in all. Each run has a 30-minute
 timeout."""
 import json
 import math
