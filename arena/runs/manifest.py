@@ -53,3 +53,26 @@ def read_manifest(results_dir: str | Path, name: str) -> dict[str, Any]:
     manifest.setdefault("name", name)
     manifest.setdefault("dimension", name)
     return manifest
+
+
+def report_key(cell: dict[str, Any]) -> tuple[str, str, int]:
+    """(arm, env, seed): what a report cell stands for, whatever its cell id."""
+    return str(cell["arm"]), str(cell["env"]), int(cell["seed"])
+
+
+def report_cells_on_disk(results_dir: str | Path, name: str) -> list[dict[str, Any]] | None:
+    """The report cells of sweep `name`'s manifest on disk (a cell whose seed is not an integer
+    is skipped), or None when it is absent or unreadable (a sweep command then writes a new
+    one: there is nothing on disk to protect)."""
+    try:
+        cells = [c for c in read_manifest(results_dir, name)["cells"] if c["role"] == "report"]
+    except (ValueError, TypeError, AttributeError):
+        return None
+    out = []
+    for cell in cells:
+        try:
+            report_key(cell)
+        except (TypeError, ValueError):
+            continue
+        out.append(cell)
+    return out

@@ -11,27 +11,16 @@ arena/sweeps/ledger.py). flock is per host: drivers of one sweep on two hosts ar
 from __future__ import annotations
 
 import fcntl
-import json
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
+
+from arena.runs.manifest import report_cells_on_disk, report_key
 
 from .ledger import file_lock_is_held
 
 
 class SweepBusy(ValueError):
     """Another live driver runs other cells under this sweep name (exit 2: bad input)."""
-
-
-def report_keys(rows) -> set[tuple[str, str, int]]:
-    return {(str(r["arm"]), str(r["env"]), int(r["seed"])) for r in rows if r.get("role") == "report"}
-
-
-def _manifest_keys(manifest_file: Path) -> set[tuple[str, str, int]] | None:
-    try:
-        return report_keys(json.loads(manifest_file.read_text())["cells"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # absent or unreadable: nothing to protect
 
 
 @contextmanager
@@ -43,8 +32,9 @@ def sweep_driver_lock(plan) -> Iterator[None]:
     try:
         with open(plan.sweep_dir / ".manifest.lock", "a+") as gate:
             fcntl.flock(gate, fcntl.LOCK_EX)  # released when `gate` closes
-            on_disk = _manifest_keys(plan.manifest_file)
-            ours = report_keys(c.manifest_row() for c in plan.cells)
+            rows = report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name)
+            on_disk = None if rows is None else {report_key(r) for r in rows}
+            ours = {report_key(c.manifest_row()) for c in plan.cells if c.role == "report"}
             if on_disk is not None and on_disk != ours and file_lock_is_held(plan.sweep_dir / ".driver.lock"):
                 extra = sorted("/".join(map(str, k)) for k in on_disk - ours)
                 raise SweepBusy(

@@ -148,22 +148,13 @@ def finished_cells_left_out(plan: SweepPlan) -> list[str]:
     `plan` has no report cell for (a smaller or another grid, fewer seeds or envs, under the same
     name): rewriting the manifest would hide them from the report and from `arena status`.
     A manifest that is absent or unreadable hides nothing (it is rewritten)."""
-    import json
-
     from arena.runs.folder import RunFolder
+    from arena.runs.manifest import report_cells_on_disk, report_key
 
-    try:
-        old = json.loads(plan.manifest_file.read_text())
-        rows = [r for r in old["cells"] if r.get("role") == "report"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return []
-    planned = {(c.arm, c.env, int(c.seed)) for c in plan.cells if c.role == "report"}
+    planned = {report_key(c.manifest_row()) for c in plan.cells if c.role == "report"}
     hidden = []
-    for row in rows:
-        try:
-            key, cid = (str(row["arm"]), str(row["env"]), int(row["seed"])), str(row["cell_id"])
-        except (KeyError, TypeError, ValueError):
-            continue
+    for row in report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name) or []:
+        key, cid = report_key(row), str(row["cell_id"])
         if key not in planned and RunFolder(plan.sweep_dir / "cells" / cid, expect_cell_id=cid).done:
             hidden.append("/".join(map(str, key)))
     return hidden

@@ -116,9 +116,11 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
 def share_like_umask(folder: Path) -> None:
     """Give `folder` and its files the modes a plain mkdir/open would (0o777/0o666 & ~umask)."""
     from arena.runs.atomic import current_umask, file_mode
-    os.chmod(folder, 0o777 & ~current_umask())
+
+    dir_mode = 0o777 & ~current_umask()
+    os.chmod(folder, dir_mode)
     for item in folder.rglob("*"):
-        os.chmod(item, (0o777 & ~current_umask()) if item.is_dir() else file_mode())
+        os.chmod(item, dir_mode if item.is_dir() else file_mode())
 
 
 def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
