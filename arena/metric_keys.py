@@ -26,6 +26,9 @@ METRICS: Mapping[str, str] = MappingProxyType({
     # advantage diagnostics
     "adv/anchor_repeat_frac": "share of turn-samples whose GiGPO anchor state (group, raw observation) is shared with another row (A^S can be non-zero)",
     "adv/anchor_multi_traj_frac": "share of turn-samples whose GiGPO anchor state occurs in two or more trajectories",
+    "adv/step_term_nonzero_frac": "share of turn-samples whose GiGPO step advantage A^S is non-zero (GiGPO's gamma/mode, or its defaults)",
+    "adv/step_term_abs_ratio": "mean abs(A^S) / mean abs(A^E): GiGPO's step term against its episode term",
+    "adv/step_term_corr": "Pearson correlation of A^S and A^E over the step's turn-samples (near 1: the step term adds little direction)",
     # policy update
     "actor/pg_loss": "policy-gradient term of the loss, summed over the micro-batches of a mini-batch, mean over updates",
     "actor/off_policy_kl": "masked mean of old_logp - logp (k1 estimate of KL(pi_old ‖ pi_theta))",

@@ -39,7 +39,8 @@ def embedded_keys(tmp_path_factory):
 
 def test_every_key_of_an_embedded_run_is_in_the_glossary(embedded_keys):
     # the run exercised the optional terms, so the check covers them
-    assert {"actor/kl_ref", "filter/kept_group_frac", "eval/success_rate", "actor/clipfrac_pos_adv"} <= embedded_keys
+    assert {"actor/kl_ref", "filter/kept_group_frac", "eval/success_rate", "actor/clipfrac_pos_adv",
+            "adv/step_term_abs_ratio", "adv/step_term_corr", "adv/step_term_nonzero_frac"} <= embedded_keys
     assert sorted(embedded_keys - set(METRICS)) == []
 
 

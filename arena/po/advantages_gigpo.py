@@ -97,3 +97,27 @@ def anchor_repeat_stats(batch: TurnBatch) -> dict[str, float]:
     multi = torch.tensor([len(trajs.get(s, ())) >= 2 for s in range(int(size.numel()))], dtype=torch.bool)  # [n_groups]
     return {"repeat_frac": float((size[step_group] >= 2).sum()) / n,
             "multi_traj_frac": float(multi[step_group].sum()) / n}
+
+
+def step_term_stats(batch: TurnBatch, *, gamma: float = 0.95, mode: str = "mean_std_norm",
+                    group_stats: str = "pooled_turns", eps: float = 1e-6) -> dict[str, float]:
+    """How much GiGPO's step term adds to its episode term on this batch (docs/testbed.md, GiGPO).
+
+    With A^E and A^S as in `gigpo` (same keyword arguments):
+    nonzero_frac = #{rows j : A^S_j != 0} / N        (the anchor group's returns differ)
+    abs_ratio    = mean_j |A^S_j| / mean_j |A^E_j|   (0 when A^E is all zero)
+    corr         = Pearson(A^S, A^E) over all rows   (0 when either is constant)
+    A step term that is rarely non-zero, small against A^E, or nearly collinear with it (corr
+    near 1) changes the gradient little: GiGPO then behaves like GRPO."""
+    check_choice("mode", mode, GIGPO_MODES)
+    episode_adv = grpo(batch, group_stats=group_stats, norm_std=mode == "mean_std_norm", eps=eps).to(torch.float64)  # [N]
+    step_adv = step_advantage(step_returns(batch, gamma=gamma), anchor_groups(batch), mode=mode, eps=eps)  # [N]
+    n = max(1, int(step_adv.numel()))
+    episode_abs = float(episode_adv.abs().mean()) if step_adv.numel() else 0.0
+    ratio = float(step_adv.abs().mean()) / episode_abs if episode_abs > 0 else 0.0
+    # corr = sum (x - x̄)(y - ȳ) / sqrt(sum (x - x̄)^2 * sum (y - ȳ)^2)
+    x = step_adv - step_adv.mean()  # [N]
+    y = episode_adv - episode_adv.mean()  # [N]
+    denom = float((x.pow(2).sum() * y.pow(2).sum()).sqrt())
+    corr = float((x * y).sum()) / denom if denom > 0 else 0.0
+    return {"nonzero_frac": float((step_adv != 0).sum()) / n, "abs_ratio": ratio, "corr": corr}
