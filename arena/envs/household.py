@@ -1,10 +1,19 @@
 """The household text task: ALFWorld-like pick-and-place games made with TextWorld.
 
 Games come from a fixed pool (`household_games`): the committed pool has 30 games (20 train,
-10 eval); `pool="large"` generates 512 games once into the cache folder (256 train, 256 eval:
-whole 16-game size grids alternate between the splits), so that an evaluation on 256 held-out
-games has a standard error of ~3 points instead of the committed pool's 16-22. Seeds pick games: a training seed s < EVAL_SEED_OFFSET plays train game s mod n_train;
-the evaluation seed eval_seed(i) plays eval game i mod n_eval. The two sets are disjoint.
+10 eval); `pool="large"` makes `n_large` games (default 1536) once in the cache folder: 256
+eval, 256 validation and n_large - 512 training games (1024 by default), every split made of
+whole 16-game size grids (`household_games.large_pool_specs`; docs/testbed.md, "The large
+pool"). Seeds pick games:
+
+    eval_seed(i)                        -> eval game i mod n_eval
+    VAL_SEED_OFFSET + i, i < n_val      -> validation game i        (BC's band: bc_stop.val_seeds)
+    any other training seed s           -> train game s mod n_train
+
+so BC's validation games are neither its demonstration games nor the eval games. A pool without
+a validation split (the committed one) maps every training seed to its training games. An RL
+run draws its seeds uniformly from [0, EVAL_SEED_OFFSET), so one group in ~4000 plays a
+validation game: validation is only measured by BC, before RL, so nothing measured sees it.
 
 The first observation is the room's description followed by "Your task is to: <objective>", the
 way ALFWorld states its task. Rewards, admissibility and the expert follow `TextWorldEpisode`
@@ -17,12 +26,15 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional
 
-from .base import EVAL_SEED_OFFSET
-from .household_games import (COMMITTED_POOL_DIR, default_cache_dir, ensure_generated_pool,
+from .base import EVAL_SEED_OFFSET, EnvUnavailableError
+from .household_games import (COMMITTED_POOL_DIR, LARGE_SIZES, SPLITS, default_cache_dir, ensure_large_pool,
                               games_folder, read_manifest)
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
+DEFAULT_LARGE_GAMES = 1536  # 1024 train + 256 validation + 256 eval
+# = arena.backends.embedded.bc_stop.VAL_SEED_OFFSET (not imported: that module imports torch)
+VAL_SEED_OFFSET = EVAL_SEED_OFFSET // 2
 # The longest committed walkthrough has 4 commands; 15 turns leave room for ~3x that plus a few
 # look/examine turns (ALFWorld's 50 is for walkthroughs of 10-30 steps).
 DEFAULT_MAX_TURNS = 15
@@ -73,15 +85,28 @@ def _start_env(game_path: str):
         return textworld.start(game_path, request_infos=infos)
 
 
+class BadHouseholdPool(EnvUnavailableError, ValueError):
+    """An unknown pool name or large-pool size (the CLI exits 2 and lists the valid values)."""
+
+
+def check_available(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES, **_other_kwargs) -> None:
+    """BadHouseholdPool unless `pool` and `n_large` are valid (cheap: run by `arena train|bc|sweep`
+    before anything starts; generating the large pool is left to the first env)."""
+    if pool not in POOLS:
+        raise BadHouseholdPool(f"unknown household pool {pool!r}; valid: {', '.join(POOLS)}")
+    if pool == "large" and n_large not in LARGE_SIZES:
+        raise BadHouseholdPool(f"env.kwargs.n_large={n_large!r} is not a large household pool size; valid: "
+                               f"{', '.join(map(str, LARGE_SIZES))} (multiples of 256 from 768)")
+
+
 class HouseholdEnv:
     name = "household"
     instruction = INSTRUCTION
 
     def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, pool: str = "committed",
-                 cache_dir: Optional[str] = None, n_large: int = 512, large_first_seed: int = 1001,
-                 large_eval_every: int = 2, large_split_block: int = 16, win_reward: float = 10.0):
-        if pool not in POOLS:
-            raise ValueError(f"unknown household pool {pool!r}; valid: {', '.join(POOLS)}")
+                 cache_dir: Optional[str] = None, n_large: int = DEFAULT_LARGE_GAMES,
+                 large_first_seed: int = 1001, win_reward: float = 10.0):
+        check_available(pool=pool, n_large=n_large)
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.max_turns = int(max_turns)
@@ -90,12 +115,10 @@ class HouseholdEnv:
         if pool == "committed":
             pool_dir = COMMITTED_POOL_DIR
         else:
-            pool_dir = ensure_generated_pool(cache, n_games=n_large, first_seed=large_first_seed,
-                                             eval_every=large_eval_every, split_block=large_split_block)
+            pool_dir = ensure_large_pool(cache, n_games=n_large, first_seed=large_first_seed)
         manifest = read_manifest(pool_dir)
         self.games_dir = games_folder(pool_dir, manifest, cache)
-        self.games = {split: [g for g in manifest["games"] if g["split"] == split]
-                      for split in ("train", "eval")}
+        self.games = {split: [g for g in manifest["games"] if g["split"] == split] for split in SPLITS}
         if not self.games["train"] or not self.games["eval"]:
             raise ValueError(f"pool {pool_dir} needs train and eval games")
         self.game: Optional[dict] = None
@@ -103,13 +126,16 @@ class HouseholdEnv:
         self._game_path: Optional[str] = None
 
     def game_for_seed(self, seed: int) -> dict:
-        """Train seeds -> train game seed mod n_train; eval_seed(i) -> eval game i mod n_eval."""
+        """eval_seed(i) -> eval game i mod n_eval; VAL_SEED_OFFSET + i (i < n_val) -> validation
+        game i; other training seeds s -> train game s mod n_train (module docstring)."""
         seed = int(seed)
         if seed < 0:
             raise ValueError(f"seeds are >= 0, got {seed}")
         if seed >= EVAL_SEED_OFFSET:
             games = self.games["eval"]
             return games[(seed - EVAL_SEED_OFFSET) % len(games)]
+        if 0 <= seed - VAL_SEED_OFFSET < len(self.games["val"]):
+            return self.games["val"][seed - VAL_SEED_OFFSET]
         games = self.games["train"]
         return games[seed % len(games)]
 

@@ -7,8 +7,16 @@ solid `games.tar.xz`: the compiled stories share the Inform 7 library, so one so
 named by the archive's hash. A generated pool (`pool="large"`) keeps its game files unpacked.
 
 The manifest lists, for each game: `name` (file stem), `world_size` (rooms), `nb_objects`,
-`quest_length`, `seed` (the textworld seed that made it), `split` (train | eval, fixed) and
-`walkthrough` (the commands that win it).
+`quest_length`, `seed` (the textworld seed that made it), `split` (train | val | eval, fixed)
+and `walkthrough` (the commands that win it).
+
+The large pool's splits (`large_pool_specs`, docs/testbed.md "The large pool"): game i of a pool
+with first seed s is made from seed s + i whatever the pool's size, so a small pool is the
+prefix of a bigger one. Games 0-511 keep the first large pool's splits (whole 16-game size grids
+alternating train / eval: 256 + 256), games 512-767 are the validation split (256 games, what
+BC's band checks), games 768 and up are more training games. A new pool copies (hard-links)
+every game that a sibling pool folder with the same first seed already made, after checking
+that its spec equals the new one (`reusable_games`), and generates only the rest.
 """
 from __future__ import annotations
 
@@ -31,8 +39,14 @@ from arena.runs.atomic import atomic_write_json, atomic_write_text
 COMMITTED_POOL_DIR = Path(__file__).parent / "games" / "household"
 ARCHIVE_NAME = "games.tar.xz"
 MANIFEST_NAME = "manifest.json"
-SPLITS = ("train", "eval")
+SPLITS = ("train", "val", "eval")
+# The large pool: games [0, 512) as first made (train/eval blocks of 16), [512, 768) validation,
+# [768, n) training; its valid sizes are multiples of 256 (whole grids) from 768 to 4096.
+LARGE_BLOCK, LARGE_FIRST_VAL, LARGE_FIRST_EXTRA_TRAIN = 16, 512, 768
+LARGE_SIZES = tuple(range(768, 4096 + 1, 256))
 ENTRY_SUFFIX = ".entry.json"  # a generated game's manifest entry, written when the game is done
+GAME_FILE_SUFFIXES = (".z8", ".json")  # a game's story file and its textworld state file
+RETRY_SEED_STEP = 10_000  # generate_game tries seed, seed + 10_000, ... until a quest exists
 
 
 def default_cache_dir() -> Path:
@@ -67,6 +81,26 @@ def pool_specs(n_games: int, *, first_seed: int = 1, eval_every: int = 3, split_
     return specs
 
 
+def large_pool_specs(n_games: int, *, first_seed: int = 1001) -> list[dict]:
+    """The large pool: pool_specs' grid and seeds, with game i's split
+
+        eval  if i < 512 and (i // 16) is odd      (256 games)
+        train if i < 512 and (i // 16) is even     (256 games)
+        val   if 512 <= i < 768                    (256 games: 16 whole size grids)
+        train if i >= 768                          (n - 768 games)
+
+    so the first 512 games are exactly the 512-game pool of earlier sessions (eval_every 2,
+    blocks of 16) and every split holds whole 16-game grids (all 4 x 4 sizes equally often).
+    """
+    if n_games not in LARGE_SIZES:
+        raise ValueError(f"the large household pool has n_large in {', '.join(map(str, LARGE_SIZES))} "
+                         f"(multiples of 256 from 768); got {n_games!r}")
+    specs = pool_specs(n_games, first_seed=first_seed, eval_every=2, split_block=LARGE_BLOCK)
+    for i in range(LARGE_FIRST_VAL, n_games):
+        specs[i]["split"] = "val" if i < LARGE_FIRST_EXTRA_TRAIN else "train"
+    return specs
+
+
 def make_pick_and_place_game(options):
     """textworld's `make_game`, with the quest's last action restricted to put/insert.
 
@@ -94,7 +128,7 @@ def make_pick_and_place_game(options):
 def generate_game(out_dir: Path, spec: dict, *, max_tries: int = 20) -> dict:
     """Make and compile one game (`<name>.z8` + `<name>.json`) into out_dir; return its manifest entry.
 
-    Quest generation can fail for a seed; the next seeds (seed + 10_000 * k) are tried, and the
+    Quest generation can fail for a seed; the next seeds (seed + RETRY_SEED_STEP * k) are tried, and the
     seed that worked is recorded, so the entry alone reproduces the game.
     """
     import textworld
@@ -102,7 +136,7 @@ def generate_game(out_dir: Path, spec: dict, *, max_tries: int = 20) -> dict:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for k in range(max_tries):
-        seed = spec["seed"] + 10_000 * k
+        seed = spec["seed"] + RETRY_SEED_STEP * k
         options = textworld.GameOptions()
         options.seeds = seed
         options.nb_rooms = spec["world_size"]
@@ -135,39 +169,105 @@ def _log_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def generate_games(games_dir: Path, specs: list[dict], *, log: Callable[[str], None] = _log_stderr) -> list[dict]:
-    """Generate the games of `specs` into games_dir, one after the other, with progress and ETA.
+def same_game(entry: dict, spec: dict) -> bool:
+    """Whether a finished game's entry is what generate_game(spec) would make.
 
-    Each finished game leaves `<name>.entry.json` (its manifest entry, written atomically after
-    its story file): an interrupted generation resumes where it stopped and loses nothing.
-        ETA = (seconds spent on the games made by this call / their number) * games left
+    Generation is a function of (rooms, objects, quest length, seed); a spec's seed may have been
+    moved on by failed quests, to spec seed + RETRY_SEED_STEP * k with k >= 0, so the entry's seed
+    must be one of those (the same failures happen again for the same spec)."""
+    shift = int(entry["seed"]) - int(spec["seed"])
+    return (all(entry[key] == spec[key] for key in ("name", "world_size", "nb_objects", "quest_length"))
+            and shift >= 0 and shift % RETRY_SEED_STEP == 0)
+
+
+def reusable_games(pools_root: Path, skip: Path) -> dict[str, list[Path]]:
+    """name -> the folders under pools_root (other than `skip`) holding that game finished:
+    its entry, story and state files all there (the entry is written last)."""
+    found: dict[str, list[Path]] = {}
+    if not Path(pools_root).is_dir():
+        return found
+    for folder in sorted(Path(pools_root).iterdir()):
+        if not folder.is_dir() or folder.resolve() == Path(skip).resolve():
+            continue
+        for entry_path in sorted(folder.glob("*" + ENTRY_SUFFIX)):
+            name = entry_path.name[: -len(ENTRY_SUFFIX)]
+            if all((folder / (name + ext)).is_file() for ext in GAME_FILE_SUFFIXES):
+                found.setdefault(name, []).append(folder)
+    return found
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link source to target (no second copy on disk), else copy it and rename into place."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        partial = target.with_name(target.name + ".partial")
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+
+
+def reuse_game(games_dir: Path, spec: dict, donors: list[Path]) -> dict | None:
+    """Copy the first donor's finished game whose entry equals `spec` into games_dir; return its
+    entry with the new spec's split, or None when no donor holds that game."""
+    for folder in donors:
+        entry = json.loads((folder / f"{spec['name']}{ENTRY_SUFFIX}").read_text())
+        if not same_game(entry, spec):
+            continue
+        for ext in GAME_FILE_SUFFIXES:
+            _link_or_copy(folder / (spec["name"] + ext), games_dir / (spec["name"] + ext))
+        return dict(spec, seed=entry["seed"], walkthrough=list(entry["walkthrough"]))
+    return None
+
+
+def generate_games(games_dir: Path, specs: list[dict], *, log: Callable[[str], None] = _log_stderr,
+                   donors: dict[str, list[Path]] | None = None) -> list[dict]:
+    """Make the games of `specs` in games_dir, one after the other, with progress and ETA.
+
+    A game already finished in games_dir is kept; one that a donor folder holds (`donors`, from
+    reusable_games) is copied after same_game checks its spec; the rest are generated. Each
+    finished game leaves `<name>.entry.json` (its manifest entry, written atomically after its
+    story files): an interrupted run resumes where it stopped and loses nothing.
+        ETA = (seconds spent on the games generated by this call / their number) * games left
     """
-    entries, made, spent, start = [], 0, 0.0, time.perf_counter()
+    donors = donors or {}
+    entries, made, reused, spent, start = [], 0, 0, 0.0, time.perf_counter()
     for k, spec in enumerate(specs, start=1):
         entry_path = games_dir / f"{spec['name']}{ENTRY_SUFFIX}"
         if entry_path.is_file() and (games_dir / f"{spec['name']}.z8").is_file():
             entries.append(json.loads(entry_path.read_text()))
+            continue
+        entry = reuse_game(games_dir, spec, donors.get(spec["name"], []))
+        if entry is not None:
+            atomic_write_json(entry_path, entry)
+            entries.append(entry)
+            reused += 1
             continue
         t0 = time.perf_counter()
         entry = generate_game(games_dir, spec)
         atomic_write_json(entry_path, entry)
         entries.append(entry)
         made, spent = made + 1, spent + time.perf_counter() - t0
-        eta = spent / made * (len(specs) - k)
+        left = sum(1 for later in specs[k:] if later["name"] not in donors)  # at most this many to generate
+        eta = spent / made * left
         if made == 1 or k % 8 == 0 or k == len(specs):
             log(f"[household] generated game {k}/{len(specs)} ({spec['name']}), "
                 f"{time.perf_counter() - start:.0f} s so far, ETA {eta / 60:.1f} min")
+    if reused:
+        log(f"[household] reused {reused} finished games from other pools with the same specs")
     return entries
 
 
 def build_pool(pool_dir: Path, specs: list[dict], *, archive: bool,
-               log: Callable[[str], None] = _log_stderr) -> list[dict]:
-    """Generate every game of `specs` into pool_dir and write the manifest (written last)."""
+               log: Callable[[str], None] = _log_stderr, reuse_from: Path | None = None) -> list[dict]:
+    """Make every game of `specs` in pool_dir and write the manifest (written last); with
+    `reuse_from`, finished games of the pool folders under it are copied instead of generated."""
     pool_dir = Path(pool_dir)
     pool_dir.mkdir(parents=True, exist_ok=True)
+    donors = reusable_games(reuse_from, skip=pool_dir) if reuse_from is not None else {}
     with tempfile.TemporaryDirectory(dir=pool_dir) as tmp:
         games_dir = Path(tmp) if archive else pool_dir
-        entries = generate_games(games_dir, specs, log=log)
+        entries = generate_games(games_dir, specs, log=log, donors=donors)
         if archive:
             with tarfile.open(pool_dir / ARCHIVE_NAME, "w:xz", preset=9 | lzma.PRESET_EXTREME) as tar:
                 for entry in entries:
@@ -217,20 +317,36 @@ def games_folder(pool_dir: Path, manifest: dict, cache_dir: Path) -> Path:
     return target
 
 
-def ensure_generated_pool(cache_dir: Path, *, n_games: int, first_seed: int, eval_every: int = 3,
-                          split_block: int = 1, log: Callable[[str], None] = _log_stderr) -> Path:
-    """A generated (unarchived) pool under cache_dir, made on first use (minutes: 1.5-3 s per
-    game on one core), with progress and ETA; a file lock lets one process generate while
-    others wait, and an interrupted generation resumes (generate_games)."""
-    suffix = "" if (eval_every, split_block) == (3, 1) else f"-e{eval_every}-b{split_block}"
-    pool_dir = Path(cache_dir) / f"generated-n{n_games}-s{first_seed}{suffix}"
+def ensure_pool(pool_dir: Path, specs: list[dict], *, log: Callable[[str], None] = _log_stderr) -> Path:
+    """A generated (unarchived) pool in pool_dir, made on first use with progress and ETA: games
+    that sibling pool folders already finished are copied (reusable_games), the rest generated
+    (0.6-3 s a game on one core). A file lock lets one process make it while others wait, and an
+    interrupted run resumes (generate_games)."""
+    pool_dir = Path(pool_dir)
     if (pool_dir / MANIFEST_NAME).is_file():
         return pool_dir
     pool_dir.mkdir(parents=True, exist_ok=True)
     with open(pool_dir.parent / f"{pool_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (pool_dir / MANIFEST_NAME).is_file():
-            log(f"[household] generating {n_games} games into {pool_dir} (once; ~1.5-3 s a game on one core)")
-            specs = pool_specs(n_games, first_seed=first_seed, eval_every=eval_every, split_block=split_block)
-            build_pool(pool_dir, specs, archive=False, log=log)
+            log(f"[household] making {len(specs)} games in {pool_dir} (once; finished games of other "
+                f"pools with the same first seed are copied, the rest generated at ~0.6-3 s a game on one core)")
+            build_pool(pool_dir, specs, archive=False, log=log, reuse_from=pool_dir.parent)
     return pool_dir
+
+
+def ensure_generated_pool(cache_dir: Path, *, n_games: int, first_seed: int, eval_every: int = 3,
+                          split_block: int = 1, log: Callable[[str], None] = _log_stderr) -> Path:
+    """The pool_specs pool (every `eval_every`-th block of `split_block` games is eval) under cache_dir."""
+    suffix = "" if (eval_every, split_block) == (3, 1) else f"-e{eval_every}-b{split_block}"
+    pool_dir = Path(cache_dir) / f"generated-n{n_games}-s{first_seed}{suffix}"
+    specs = pool_specs(n_games, first_seed=first_seed, eval_every=eval_every, split_block=split_block)
+    return ensure_pool(pool_dir, specs, log=log)
+
+
+def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int,
+                      log: Callable[[str], None] = _log_stderr) -> Path:
+    """The large pool (large_pool_specs: train / val / eval) under cache_dir; a cache holding the
+    earlier 512-game pool (`generated-n512-s1001-e2-b16`) gives its 512 games to it."""
+    specs = large_pool_specs(n_games, first_seed=first_seed)
+    return ensure_pool(Path(cache_dir) / f"large-n{n_games}-s{first_seed}", specs, log=log)

@@ -158,19 +158,26 @@ def test_clean_household_text():
 
 
 @pytest.mark.slow
-def test_generated_pool_is_made_once_and_playable(tmp_path):
-    """pool='large' with 3 tiny games: generated into the cache (2 train, 1 eval), then reused."""
-    small = dict(n_large=3, large_first_seed=7, large_eval_every=3, large_split_block=1)
-    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), **small)
-    manifest = env.games_dir / MANIFEST_NAME
-    stamp = manifest.stat().st_mtime_ns
-    assert [len(env.games["train"]), len(env.games["eval"])] == [2, 1]
+def test_generated_pool_is_made_once_reused_and_playable(tmp_path, monkeypatch):
+    """Real TextWorld: a 2-game pool (first seed 7), then a 3-game pool beside it that copies the
+    2 finished games (same walkthroughs, same story bytes) and generates only game 2 (eval);
+    the env plays all three through to a win, and a second env regenerates nothing."""
+    first = household_games.ensure_generated_pool(tmp_path, n_games=2, first_seed=7)
+    lines = []
+    bigger = household_games.ensure_pool(tmp_path / "bigger", pool_specs(3, first_seed=7), log=lines.append)
+    assert "reused 2 finished games" in lines[-1] and sum("generated game" in line for line in lines) == 1
+    old, new = read_manifest(first)["games"], read_manifest(bigger)["games"]
+    assert [g["walkthrough"] for g in new[:2]] == [g["walkthrough"] for g in old]
+    assert (bigger / "g000_w2_q1.z8").read_bytes() == (first / "g000_w2_q1.z8").read_bytes()
+    monkeypatch.setattr("arena.envs.household.ensure_large_pool", lambda cache, **_: bigger)
+    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), n_large=768)
+    stamp = (bigger / MANIFEST_NAME).stat().st_mtime_ns
+    assert [len(env.games[k]) for k in ("train", "val", "eval")] == [2, 0, 1]
     for seed in (0, 1, eval_seed(0)):
         total, won, _ = play_expert(env, seed)
         assert (total, won) == (10.0, True)
-    again = HouseholdEnv(pool="large", cache_dir=str(tmp_path), **small)
-    assert manifest.stat().st_mtime_ns == stamp
-    assert [g["walkthrough"] for g in again.games["train"]] == [g["walkthrough"] for g in env.games["train"]]
+    household_games.ensure_pool(tmp_path / "bigger", pool_specs(3, first_seed=7), log=lines.append)
+    assert (bigger / MANIFEST_NAME).stat().st_mtime_ns == stamp
 
 
 def test_large_pool_specs_split_whole_grids():
@@ -203,7 +210,7 @@ def test_generation_reports_progress_and_resumes(tmp_path, monkeypatch):
     lines = []
     pool = household_games.ensure_generated_pool(tmp_path, n_games=3, first_seed=7, log=lines.append)
     assert calls == ["g000_w2_q1", "g001_w3_q1", "g002_w4_q1"]
-    assert lines[0].startswith("[household] generating 3 games")
+    assert lines[0].startswith("[household] making 3 games")
     assert lines[-1].startswith("[household] generated game 3/3") and "ETA 0.0 min" in lines[-1]
     manifest = read_manifest(pool)
     assert [g["split"] for g in manifest["games"]] == ["train", "train", "eval"]

@@ -1,0 +1,131 @@
+"""The large household pool: its train / val / eval splits, the seed -> game map, the reuse of
+games other pools already made, and exit 2 on a bad pool name or size (no TextWorld needed)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from arena.cli import main
+from arena.envs import eval_seed
+from arena.envs import household_games
+from arena.envs.household import VAL_SEED_OFFSET, BadHouseholdPool, HouseholdEnv, check_available
+from arena.envs.household_games import (ENTRY_SUFFIX, LARGE_SIZES, MANIFEST_NAME, ensure_pool, large_pool_specs,
+                                        pool_specs, read_manifest, reusable_games, same_game)
+
+GRID = {(w, q) for w in range(2, 6) for q in range(1, 5)}  # rooms 2-5 x quest length 1-4
+
+
+def test_large_pool_splits_are_whole_grids_and_extend_the_512_pool():
+    """Hand-derived: game i is eval iff i < 512 and (i // 16) odd; val iff 512 <= i < 768;
+    train otherwise. n = 1536: 256 eval (16 odd blocks of 32), 256 val, 256 + 768 = 1024 train."""
+    specs = large_pool_specs(1536)
+    by_split = {split: [s for s in specs if s["split"] == split] for split in ("train", "val", "eval")}
+    assert [len(by_split[k]) for k in ("train", "val", "eval")] == [1024, 256, 256]
+    for games in by_split.values():  # every split holds whole grids: each (rooms, quest) size equally often
+        sizes = [(g["world_size"], g["quest_length"]) for g in games]
+        assert set(sizes) == GRID and len({sizes.count(size) for size in GRID}) == 1
+    assert [s["split"] for s in specs[14:18]] == ["train", "train", "eval", "eval"]
+    assert [s["split"] for s in specs[510:514]] == ["eval", "eval", "val", "val"]  # block 31 is odd
+    assert [s["split"] for s in specs[766:770]] == ["val", "val", "train", "train"]
+    # game 1000: rooms 2 + 1000 % 4 = 2, quest 1 + (1000 // 4) % 4 = 1 + 250 % 4 = 3, seed 1001 + 1000
+    assert (specs[1000]["name"], specs[1000]["seed"], specs[1000]["nb_objects"]) == ("g1000_w2_q3", 2001, 6)
+    # the first 512 games are the earlier 512-game pool, split included: its cache is reused
+    assert specs[:512] == pool_specs(512, first_seed=1001, eval_every=2, split_block=16)
+    assert large_pool_specs(768) == specs[:768]  # a smaller pool is a prefix
+    assert LARGE_SIZES[:3] == (768, 1024, 1280) and LARGE_SIZES[-1] == 4096
+    with pytest.raises(ValueError, match="768, 1024, 1280"):
+        large_pool_specs(1000)
+
+
+def test_same_game_needs_equal_sizes_and_a_seed_on_the_retry_ladder():
+    spec = dict(name="g005_w3_q2", world_size=3, nb_objects=8, quest_length=2, seed=1006, split="val")
+    entry = dict(spec, split="train", walkthrough=["go east", "put x on y"])
+    assert same_game(entry, spec)  # the split is not part of the game
+    assert same_game(dict(entry, seed=21006), spec)  # two failed quests: 1006 + 2 * 10000
+    assert not same_game(dict(entry, seed=1007), spec)  # another pool's first seed
+    assert not same_game(dict(entry, seed=6), spec)  # below the spec's seed: k = -0.1
+    assert not same_game(dict(entry, nb_objects=9), spec)
+
+
+def _fake_game(folder, spec, walkthrough=("take x", "put x on y"), entry=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{spec['name']}.z8").write_bytes(b"story " + spec["name"].encode())
+    (folder / f"{spec['name']}.json").write_text("{}")
+    if entry:
+        (folder / f"{spec['name']}{ENTRY_SUFFIX}").write_text(json.dumps(dict(spec, walkthrough=list(walkthrough))))
+
+
+def test_new_pool_copies_matching_finished_games_and_generates_the_rest(tmp_path, monkeypatch):
+    """Donor folder `old` (other split rule, same first seed 7) finished g000 and g001 and began
+    g002 (story file, no entry); folder `alien` holds g003 made from another seed (107 != 10).
+    A 4-game pool must copy g000 and g001 (hard links, its own split), generate g002 and g003."""
+    calls = []
+
+    def fake_generate(out_dir, spec):
+        calls.append(spec["name"])
+        _fake_game(out_dir, spec, walkthrough=["made"], entry=False)
+        return dict(spec, walkthrough=["made"])
+
+    monkeypatch.setattr(household_games, "generate_game", fake_generate)
+    old_specs = pool_specs(4, first_seed=7, eval_every=2, split_block=1)  # splits train, eval, train, eval
+    for spec in old_specs[:2]:
+        _fake_game(tmp_path / "old", spec)
+    _fake_game(tmp_path / "old", old_specs[2], entry=False)
+    _fake_game(tmp_path / "alien", pool_specs(4, first_seed=104)[3])
+    assert sorted(reusable_games(tmp_path, skip=tmp_path / "new")) == ["g000_w2_q1", "g001_w3_q1", "g003_w5_q1"]
+
+    lines = []
+    new_specs = pool_specs(4, first_seed=7)  # eval_every 3: train, train, eval, train
+    pool = ensure_pool(tmp_path / "new", new_specs, log=lines.append)
+    assert calls == ["g002_w4_q1", "g003_w5_q1"]
+    games = read_manifest(pool)["games"]
+    assert [g["split"] for g in games] == ["train", "train", "eval", "train"]  # the new pool's splits
+    assert [g["walkthrough"] for g in games] == [["take x", "put x on y"]] * 2 + [["made"]] * 2
+    for name in ("g000_w2_q1", "g001_w3_q1"):
+        assert (pool / f"{name}.z8").stat().st_ino == (tmp_path / "old" / f"{name}.z8").stat().st_ino
+    assert "reused 2 finished games" in lines[-1]
+    # a second call finds the manifest and makes nothing
+    ensure_pool(tmp_path / "new", new_specs, log=lines.append)
+    assert len(calls) == 2
+
+
+def _write_manifest(folder, specs):
+    folder.mkdir(parents=True)
+    games = [dict(s, walkthrough=["put x on y"]) for s in specs]
+    (folder / MANIFEST_NAME).write_text(json.dumps(dict(archive=None, games=games)))
+
+
+def test_validation_seeds_play_validation_games(tmp_path):
+    """A 768-game large pool (manifest only: game_for_seed opens no game). Hand-derived:
+    eval_seed(3) -> eval game 3 = game 19 (block 1 is 16-31): rooms 2 + 19 % 4 = 5, quest 1 + 4 % 4 = 1.
+    VAL_SEED_OFFSET + 5 -> val game 5 = game 517: rooms 2 + 1 = 3, quest 1 + 129 % 4 = 2.
+    VAL_SEED_OFFSET + 256 (past the 256 val games) -> train game 500256 mod 256 = 32, the first
+    game of block 4 = game 64 (rooms 2, quest 1 + 16 % 4 = 1). Seed 3 -> train game 3 = game 3."""
+    _write_manifest(tmp_path / "large-n768-s1001", large_pool_specs(768))
+    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), n_large=768)
+    assert [len(env.games[k]) for k in ("train", "val", "eval")] == [256, 256, 256]
+    assert env.game_for_seed(eval_seed(3))["name"] == "g019_w5_q1"
+    assert env.game_for_seed(VAL_SEED_OFFSET + 5)["name"] == "g517_w3_q2"
+    assert env.game_for_seed(VAL_SEED_OFFSET + 256)["name"] == "g064_w2_q1"
+    assert env.game_for_seed(3)["name"] == "g003_w5_q1"
+    # BC's band checks exactly the validation games: disjoint from demo (train) and eval games
+    from arena.backends.embedded.bc_stop import VAL_SEED_OFFSET as BAND_OFFSET, val_seeds
+    assert BAND_OFFSET == VAL_SEED_OFFSET
+    val = {env.game_for_seed(s)["name"] for s in val_seeds(256)}
+    train = {env.game_for_seed(s)["name"] for s in range(256)}
+    evals = {env.game_for_seed(eval_seed(i))["name"] for i in range(256)}
+    assert len(val) == len(train) == len(evals) == 256 and not (val & train or val & evals or train & evals)
+
+
+def test_bad_pool_name_or_size_exits_2_with_the_valid_values(capsys):
+    with pytest.raises(BadHouseholdPool, match="1536"):
+        check_available(pool="large", n_large=1000)
+    check_available(pool="committed", n_large=1000)  # the size only matters for the large pool
+    assert main(["envs", "check", "env=household", "pool=huge"]) == 2
+    assert "valid: committed, large" in capsys.readouterr().err
+    assert main(["envs", "check", "env=household", "pool=large", "n_large=1000"]) == 2
+    assert "valid: 768, 1024, 1280, 1536" in capsys.readouterr().err
+    assert main(["train", "env=household", "env.kwargs.pool=large", "env.kwargs.n_large=512"]) == 2
+    err = capsys.readouterr().err
+    assert "n_large=512" in err and "valid: 768, 1024" in err
