@@ -280,26 +280,41 @@ def test_turn_rollout_manager_passes_validation_through_and_without_filtering_tr
 # ArenaRayPPOTrainer's own methods on the group above, without Ray: verl's RayPPOTrainer
 # `_balance_batch` and `_update_actor` (which need worker groups) are replaced by recorders, so
 # the test sees exactly what the subclass hands on to verl's balancing and to the actor update.
-# ppo_mini_batch_size=3 turn-samples, micro-batch 3 rows, rollout.n 1, one rank: unit
-# lcm(3 * 1, 1) = 3, m = ceil(3 / 3) * 3 = 3 rows per mini-batch, 4 turns -> ceil(4 / 3) * 3 = 6
-# rows, 2 mini-batches (arena_mini_batch_rows).
+# ppo_mini_batch_size=3 turn-samples, micro-batch 3 rows, one rank: unit 3; the embedded split of
+# 4 turns in slices of 3 is rows [0, 3) and [3, 4), padded to 3 + 3 rows (mini_batch_layout), so
+# the second mini-batch holds row 3 and 2 pad rows.
 def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer, monkeypatch):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils import tensordict_utils as tu
 
+    from arena.backends.verl.mini_batches import MINI_KEY, OneMiniBatchUpdate
     from arena.backends.verl.trainer import METRICS_KEY, TURNS_KEY, ArenaRayPPOTrainer
 
-    seen = {}
-    monkeypatch.setattr(RayPPOTrainer, "_balance_batch",
-                        lambda self, batch, metrics, **kw: seen.setdefault("balanced", batch))
+    balanced = []
+
+    def record_balance(self, part, metrics, **kw):  # verl's balancing, run per mini-batch: reverse the rows
+        balanced.append(part.non_tensor_batch[MINI_KEY].tolist())
+        part.reorder(torch.arange(len(part) - 1, -1, -1))
+        metrics.update({"global_seqlen/max": float(len(part)), "global_seqlen/mean": float(len(part))})
+
+    monkeypatch.setattr(RayPPOTrainer, "_balance_batch", record_balance)
     trainer = ArenaRayPPOTrainer.__new__(ArenaRayPPOTrainer)  # __init__ needs Ray worker groups
     trainer.config = OmegaConf.create({
-        "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 1, "ppo_micro_batch_size_per_gpu": 3, "ppo_epochs": 1},
+        "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 1, "ppo_micro_batch_size_per_gpu": 3, "ppo_epochs": 2},
                               "rollout": {"n": 1}},
         "trainer": {"n_gpus_per_node": 1, "nnodes": 1}})
     trainer.num_mini_batches, trainer.mini_batch_turns = 2, 3
-    seen_mini = []
-    monkeypatch.setattr(RayPPOTrainer, "_update_actor", lambda self, batch: seen_mini.append(
-        self.config.actor_rollout_ref.actor.ppo_mini_batch_size) or seen.setdefault("updated", batch))
+    updates = []
+
+    def record_update(self, part):  # what verl's _update_actor would send its workers, and a metrics reply
+        td = tu.get_tensordict({"rows": torch.zeros(len(part))}, {})
+        self.actor_rollout_wg.update_actor(td)
+        updates.append((part, tu.get(td, "mini_batch_size"), tu.get(td, "global_batch_size"), tu.get(td, "epochs")))
+        return DataProto.from_single_dict(data={}, meta_info={"metrics": {"actor/pg_loss": [float(len(updates))]}})
+
+    monkeypatch.setattr(RayPPOTrainer, "_update_actor", record_update)
+    sent = []
+    trainer.actor_rollout_wg = type("WorkerGroup", (), {"update_actor": lambda self, td: sent.append(td)})()
     trainer.arena_advantage, trainer.advantage_hp = "arena_grpo", {"norm_std": False}
     trainer.run_writer, trainer.global_steps = None, 1
 
@@ -309,24 +324,33 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
                        METRICS_KEY: {"rollout/turn_samples": 4.0}}
     metrics = {}
     trainer._balance_batch(batch, metrics)
-    rows = seen["balanced"]
-    assert rows is batch and len(rows) == 6  # swapped in place: 4 turn rows + 2 pad rows
+    assert len(batch) == 6  # swapped in place: 4 turn rows + 2 pad rows
+    assert balanced == [[0, 0, 0], [1, 1, 1]]  # verl balanced each mini-batch alone
+    # each mini-batch's rows reversed by the recorder, the mini-batches kept in order
     want = _expected()
     for name in ("group_id", "traj_id", "turn_idx", "won"):
-        assert rows.non_tensor_batch[name][:4].tolist() == want[name], name
-    assert rows.non_tensor_batch[PAD_KEY].tolist() == [False] * 4 + [True] * 2
+        assert batch.non_tensor_batch[name][:3].tolist() == want[name][:3][::-1], name
+        assert batch.non_tensor_batch[name][5] == want[name][3], name
+    assert batch.non_tensor_batch[PAD_KEY].tolist() == [False] * 3 + [True, True, False]
+    assert batch.non_tensor_batch[MINI_KEY].tolist() == [0, 0, 0, 1, 1, 1]
     assert metrics["rollout/turn_samples"] == 4.0 and metrics["rollout/pad_rows"] == 2.0
-    assert metrics["actor/updates_per_step"] == 2.0
+    assert metrics["actor/updates_per_step"] == 4.0  # 2 mini-batches x 2 epochs
+    assert metrics["global_seqlen/max"] == 3.0 and metrics["global_seqlen/mean"] == 3.0
 
-    trainer._update_actor(rows)
-    updated = seen["updated"]
-    # verl saw this step's mini-batch (3 rows / n 1 = 3 prompts); the config is restored after
-    assert seen_mini == [3] and trainer.config.actor_rollout_ref.actor.ppo_mini_batch_size == 1
+    reply = trainer._update_actor(batch)
+    # one verl update per mini-batch and epoch, epoch-major; the second mini-batch: 3 rows, 1 real
+    assert [(len(part), rows, seqs, epochs) for part, rows, seqs, epochs in updates] == [
+        (3, 3, 3, 1), (3, 3, 1, 1), (3, 3, 3, 1), (3, 3, 1, 1)]
+    assert [part.non_tensor_batch[MINI_KEY].tolist() for part, *_ in updates] == [[0] * 3, [1] * 3] * 2
+    assert len(sent) == 4 and trainer.actor_rollout_wg is not None
+    assert not isinstance(trainer.actor_rollout_wg, OneMiniBatchUpdate)  # restored after the update
+    assert reply.meta_info["metrics"] == {"actor/pg_loss": [1.0, 2.0, 3.0, 4.0]}  # the calls' lists, in order
     # GRPO, no std, over the group's 4 turn rows: A_j = score_j - mean(score); pads 0
-    mask = updated.batch["response_mask"]  # [6, T]
-    per_row = (updated.batch["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [6]
-    torch.testing.assert_close(per_row[:4], want["score"] - want["score"].mean(), rtol=0, atol=1e-6)
-    assert updated.batch["advantages"][4:].abs().sum() == 0
+    mask = batch.batch["response_mask"]  # [6, T]
+    per_row = (batch.batch["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [6]
+    real = [2, 1, 0, 5]  # rows 0..3 of the turn order sit at these positions
+    torch.testing.assert_close(per_row[real], want["score"] - want["score"].mean(), rtol=0, atol=1e-6)
+    assert batch.batch["advantages"][3:5].abs().sum() == 0
 
 
 # --------------------------------------------------------------------------- stop rule, real tokenizer

@@ -25,6 +25,7 @@ from arena.backends.embedded.model import build_model, save_checkpoint  # noqa: 
 from arena.backends.embedded.tokenizer import build_tokenizer  # noqa: E402
 from arena.backends.verl.dataproto import to_dataproto  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
+from arena.po.aggregation import VERL_AGG_MODE  # noqa: E402
 from arena.po.types import make_batch  # noqa: E402
 
 from .engine_helpers import (  # noqa: E402
@@ -60,7 +61,7 @@ def _per_turn_batch(old_logp: torch.Tensor):
     return td
 
 
-def _engine(ckpt_path: str):
+def _engine(ckpt_path: str, *, aggregation: str = "token_mean", entropy_coeff: float = 0.0):
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
     model_config = HFModelConfig(path=ckpt_path, use_remove_padding=False, enable_gradient_checkpointing=False,
@@ -68,8 +69,9 @@ def _engine(ckpt_path: str):
     fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
     actor = FSDPActorConfig(
         strategy="fsdp2", rollout_n=1, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2,
-        policy_loss=ArenaPolicyLossConfig(clipping="ppo", aggregation="token_mean"), loss_agg_mode="token-mean",
-        use_kl_loss=True, kl_loss_coef=KL_COEF, kl_loss_type="low_var_kl", entropy_coeff=0.0,
+        policy_loss=ArenaPolicyLossConfig(clipping="ppo", aggregation=aggregation),
+        loss_agg_mode=VERL_AGG_MODE[aggregation], use_kl_loss=True, kl_loss_coef=KL_COEF, kl_loss_type="low_var_kl",
+        entropy_coeff=entropy_coeff,
         use_torch_compile=False,
         fsdp_config=FSDPEngineConfig(use_torch_compile=False, mixed_precision=fp32),
         optim=FSDPOptimizerConfig(lr=LR, weight_decay=WEIGHT_DECAY, total_training_steps=1),

@@ -103,3 +103,13 @@ def test_cpu_runs_compute_in_float32_as_the_embedded_backend():
     assert verl_cfg.data.dataloader_num_workers == 0
     with pytest.raises(ValueError, match="unknown verl config key .*fsdp_config.no_such"):
         build_verl_config(cfg, {"actor_rollout_ref.actor.fsdp_config.no_such": 1})
+
+
+@pytest.mark.parametrize("key,value", [("lr_warmup_steps", 5), ("lr_warmup_steps_ratio", 0.1),
+                                       ("lr_scheduler_type", "cosine")])
+def test_lr_schedule_other_than_constant_is_refused(key, value):
+    # the trainer runs verl's update once per mini-batch, and each run steps verl's LR scheduler
+    cfg = load_config(["env=sokoban", "budget=smoke"])
+    assert build_verl_config(cfg).actor_rollout_ref.actor.optim.lr_scheduler_type == "constant"
+    with pytest.raises(ValueError, match="valid: optim.lr_scheduler_type=constant"):
+        build_verl_config(cfg, {f"actor_rollout_ref.actor.optim.{key}": value})

@@ -16,9 +16,12 @@ Modules
 - `agent_loop`    `ArenaAgentLoop` ("arena_agent"): one episode per verl prompt, one LLM call
                   per turn through verl's server handle; the turns in `extra_fields`.
 - `fan_out`       verl's per-prompt generation output -> one actor row per turn (+ pad rows).
+- `mini_batches`  the embedded backend's mini-batches on verl: the row layout (each slice
+                  padded to whole micro-batches), one verl update per mini-batch whose
+                  seq-mean denominator counts real rows only, the merged metrics.
 - `trainer`       `ArenaRayPPOTrainer(RayPPOTrainer)` and `TurnRolloutManager` (fan-out,
                   dynamic filtering with resampling, deferred advantages, the embedded
-                  backend's mini-batch count, run-folder rows written before their checkpoint).
+                  backend's mini-batches, run-folder rows written before their checkpoint).
 - `task_runner`   verl's TaskRunner with `ArenaRayPPOTrainer` (a Ray actor: verl's driver).
 - `dataset`       the run's verl dataset files: train/val parquet (one row per episode seed,
                   the embedded backend's seeds) and the "arena_agent" agent-loop yaml.

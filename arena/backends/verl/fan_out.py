@@ -10,19 +10,23 @@ turns them into the object columns `arena_turns` / `arena_episode` of its per-pr
                                            traj_id = j; built by arena.agent.rollout._build_batch,
                                            so score = E_tau - c (1 - v_j) exactly as the
                                            embedded backend computes it
-    actor_rows(turns, m)    -> DataProto   dataproto.to_dataproto plus what verl's fit reads
-                                           (rm_scores, __num_turns__, multi_modal_inputs), padded
-                                           to a multiple of m rows
-    swap_in(batch, turns, m)               replaces `batch`'s rows in place (trainer.py)
+    actor_rows(turns, layout)-> DataProto   dataproto.to_dataproto plus what verl's fit reads
+                                           (rm_scores, __num_turns__, multi_modal_inputs), the
+                                           rows of each mini-batch of `layout` followed by its
+                                           pad rows (mini_batches.mini_batch_layout)
+    swap_in(batch, turns, layout)          replaces `batch`'s rows in place (trainer.py)
 
-Padding: verl's actor splits the rows into mini-batches of m = ppo_mini_batch_size * rollout.n
-rows and asserts N % m == 0; the per-turn row count N is free, so ceil(N / m) * m - N pad
-rows are appended. A pad row copies real row i % N (same tokens and attention, so verl's
-no-padding layout stays valid) with response_mask = 0, scores 0, `arena_pad` = True and a
-group/trajectory id of its own; its advantage is 0 (trainer.apply_arena_advantage). It adds
-nothing to token sums; for seq-mean aggregations it counts in verl's `global_batch_size`.
+Padding: verl runs whole micro-batches on every rank, so mini-batch i (turn rows start..stop-1)
+gets rows_i - (stop - start) pad rows after its own. A pad row copies a real row of its
+mini-batch (same tokens and attention, so verl's no-padding layout stays valid) with
+response_mask = 0, scores 0, `arena_pad` = True and a group/trajectory id of its own; its
+advantage is 0 (trainer.apply_arena_advantage). It adds nothing to token sums, and the trainer
+hands verl seq-mean denominators that count real rows only (mini_batches.py), so it changes no
+loss and no gradient. The column `arena_mini_batch` holds each row's mini-batch index.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -32,6 +36,7 @@ from arena.agent.rollout import _build_batch, _Trajectory
 from arena.po.types import TurnBatch
 
 from .dataproto import to_dataproto
+from .mini_batches import MINI_KEY, MiniBatch
 
 PAD_KEY = "arena_pad"
 
@@ -79,28 +84,44 @@ def turns_from_output(out: DataProto, *, group_size: int, pad_id: int) -> TurnBa
     return turns_from_records(list(nt["arena_turns"]), list(nt["arena_episode"]), group_size=group_size, pad_id=pad_id)
 
 
-def pad_rows(turns: TurnBatch, row_multiple: int) -> tuple[TurnBatch, torch.Tensor]:
-    """(turns plus k = (-N mod m) pad rows, is_pad [N + k] bool); module docstring."""
-    n = len(turns)
-    k = (-n) % int(row_multiple) if n else 0
-    is_pad = torch.zeros(n + k, dtype=torch.bool)  # [N + k]
-    if k == 0:
-        return turns, is_pad
-    pad = turns.select([i % n for i in range(k)])
+def pad_rows(turns: TurnBatch, layout: list[MiniBatch]) -> tuple[TurnBatch, torch.Tensor, torch.Tensor]:
+    """(the rows of each mini-batch then its pad rows, is_pad [N'] bool, mini-batch index [N']);
+    module docstring. The layout must cover the turn rows 0..N-1 in order."""
+    covered = [i for mb in layout for i in range(mb.start, mb.stop)]
+    if covered != list(range(len(turns))):
+        raise ValueError(f"fan-out: the mini-batch layout {layout} does not cover the {len(turns)} turn rows in order")
+    order, is_pad, mini = [], [], []
+    for index, mb in enumerate(layout):
+        real = mb.stop - mb.start
+        if mb.rows < real:
+            raise ValueError(f"fan-out: mini-batch {mb} has fewer rows than its {real} turn rows")
+        order += list(range(mb.start, mb.stop)) + [mb.start + j % real for j in range(mb.rows - real)]
+        is_pad += [False] * real + [True] * (mb.rows - real)
+        mini += [index] * mb.rows
+    is_pad_t = torch.tensor(is_pad, dtype=torch.bool)  # [N']
+    mini_t = torch.tensor(mini, dtype=torch.int64)  # [N']
+    if not is_pad_t.any():
+        return turns.select(order), is_pad_t, mini_t
+    padded = turns.select(order)
+    k = int(is_pad_t.sum())
     fresh = torch.arange(1, k + 1, dtype=torch.int64)  # [k]
-    pad.group_id = int(turns.group_id.max()) + fresh  # [k] a group of its own
-    pad.traj_id = int(turns.traj_id.max()) + fresh  # [k]
-    pad.turn_idx = torch.zeros(k, dtype=torch.int64)  # [k]
+    padded.group_id[is_pad_t] = int(turns.group_id.max()) + fresh  # [k] a group of its own
+    padded.traj_id[is_pad_t] = int(turns.traj_id.max()) + fresh  # [k]
+    padded.turn_idx[is_pad_t] = 0  # [k]
     for name in ("turn_reward", "episode_return", "score"):
-        setattr(pad, name, torch.zeros_like(getattr(pad, name)))  # [k]
-    pad.won = torch.zeros(k, dtype=torch.bool)  # [k]
-    is_pad[n:] = True
-    return TurnBatch.cat([turns, pad]), is_pad
+        getattr(padded, name)[is_pad_t] = 0  # [k]
+    padded.won[is_pad_t] = False  # [k]
+    return padded, is_pad_t, mini_t
 
 
-def actor_rows(turns: TurnBatch, *, row_multiple: int = 1, meta_info: dict | None = None) -> DataProto:
-    """One DataProto row per turn (+ pad rows), with every §F field and what verl's fit reads."""
-    padded, is_pad = pad_rows(turns, row_multiple)
+def actor_rows(turns: TurnBatch, *, layout: list[MiniBatch] | None = None, row_multiple: int = 1,
+               meta_info: dict | None = None) -> DataProto:
+    """One DataProto row per turn (+ pad rows), with every §F field and what verl's fit reads.
+    Without `layout`: one mini-batch of all rows, padded to a multiple of `row_multiple`."""
+    if layout is None:
+        n = len(turns)
+        layout = [MiniBatch(0, n, math.ceil(n / int(row_multiple)) * int(row_multiple))] if n else []
+    padded, is_pad, mini = pad_rows(turns, layout)
     data = to_dataproto(padded, meta_info=meta_info)
     real = (~is_pad).to(torch.float32).unsqueeze(1)  # [N', 1]
     # pad rows: attention kept (valid no-padding layout), loss mask and scores zero
@@ -111,14 +132,15 @@ def actor_rows(turns: TurnBatch, *, row_multiple: int = 1, meta_info: dict | Non
     traj_len = {t: len(rows) for t, rows in padded.trajectory_rows().items()}
     nt = data.non_tensor_batch
     nt[PAD_KEY] = is_pad.numpy().copy()
+    nt[MINI_KEY] = mini.numpy().copy()
     nt["__num_turns__"] = np.array([2 * traj_len[t] for t in padded.traj_id.tolist()], dtype=np.int32)
     nt["multi_modal_inputs"] = np.array([{} for _ in range(len(padded))], dtype=object)
     return data
 
 
-def swap_in(batch: DataProto, turns: TurnBatch, *, row_multiple: int) -> DataProto:
+def swap_in(batch: DataProto, turns: TurnBatch, *, layout: list[MiniBatch]) -> DataProto:
     """Replace `batch`'s rows by the per-turn rows, in place (verl's fit keeps the object)."""
-    rows = actor_rows(turns, row_multiple=row_multiple)
+    rows = actor_rows(turns, layout=layout)
     batch.batch, batch.non_tensor_batch = rows.batch, rows.non_tensor_batch
     # the per-prompt reward_extra_info columns (e.g. acc) are gone with the per-prompt rows
     batch.meta_info.pop("reward_extra_keys", None)

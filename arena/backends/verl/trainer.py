@@ -11,17 +11,18 @@ verl's `fit()` is kept whole; the subclass overrides five small methods. Why the
   rollout replicas to sleep) and hands the kept TurnBatch on in `meta_info`.
 - `_balance_batch(batch, metrics)` is the first method fit() calls on the unioned batch,
   before global_token_num, reward extraction and `compute_log_prob`; it swaps the per-turn
-  rows into `batch` in place (fan_out.swap_in, padded to a multiple of
-  the step's verl mini-batch: `arena_mini_batch_rows`), adds the rollout/filter metrics, then
-  balances. So `trainer.balance_batch` must stay true.
+  rows into `batch` in place (fan_out.swap_in: the embedded backend's mini-batches, each
+  followed by its pad rows, mini_batches.mini_batch_layout), adds the rollout/filter metrics,
+  then runs verl's balancing inside each mini-batch (rows spread over the data-parallel ranks by
+  length; no row leaves its mini-batch). So `trainer.balance_batch` must stay true.
 - Mini-batches as the embedded backend cuts them (arena/backends/embedded/update.py): verl's
-  `_update_actor` splits the rows into mini-batches of the configured ppo_mini_batch_size *
-  rollout.n rows, a size fixed before the per-turn fan-out; with T turns per episode that is
-  about T times as many optimizer steps per RL step as the embedded backend takes.
-  `_update_actor` therefore hands verl the mini-batch size of this step's rows
-  (`arena_mini_batch_rows`): `ppo_num_mini_batches` parts, or parts of `ppo_mini_batch_size`
-  turn-samples, as the embedded backend; only the padding and the row order (verl's balancing
-  sorts the rows by length) differ.
+  `_update_actor` would cut the rows into mini-batches of the configured ppo_mini_batch_size *
+  rollout.n rows, a size fixed before the per-turn fan-out (about T times as many optimizer
+  steps as the embedded backend with T turns per episode), at fixed row counts, and divide every
+  seq-mean loss by that padded size. `_update_actor` therefore calls verl's once per mini-batch
+  and epoch (epoch-major, as the embedded loop), with that mini-batch's rows and its real-row
+  count as `global_batch_size` (mini_batches.OneMiniBatchUpdate): the same rows, the same
+  denominators and the same optimizer steps as the embedded backend.
 - `_compute_old_log_prob` keeps the old-policy entropy in the batch (fit drops it; EMPG reads it).
 - fit() calls the module function `compute_advantage`, which hands a registered estimator
   no `non_tensor_batch`; so `__init__` records the arena estimator (`algorithm.adv_estimator`,
@@ -40,7 +41,6 @@ verl's `fit()` is kept whole; the subclass overrides five small methods. Why the
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from pathlib import Path
@@ -52,6 +52,7 @@ from omegaconf import open_dict
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from verl.utils.metric import reduce_metrics
 
 from arena.backends.embedded.trainer import step_seeds
 from arena.po.filtering import collect_groups
@@ -60,6 +61,7 @@ from arena.po.types import TurnBatch
 from . import agent_loop  # noqa: F401  (registers "arena_agent" in this process)
 from .advantages import ESTIMATORS, compute_arena_advantage
 from .fan_out import PAD_KEY, swap_in, turns_from_output
+from .mini_batches import MINI_KEY, OneMiniBatchUpdate, merge_update_outputs, mini_batch_layout, rows_with_tokens
 from .registry import register_once
 
 TURNS_KEY, METRICS_KEY, DEFERRED = "arena_turn_batch", "arena_rollout_metrics", "arena_deferred"
@@ -88,26 +90,6 @@ def apply_arena_advantage(data: DataProto, adv_estimator: str, **hp: Any) -> Dat
     advantages[torch.as_tensor(real)] = sub.batch["advantages"]  # [N_real, T] into [N, T]
     data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
     return data
-
-
-def arena_mini_batch_rows(n_rows: int, *, num_mini_batches: int, mini_batch_turns: Optional[int],
-                          unit: int) -> tuple[int, int]:
-    """(m, N') = (rows per verl mini-batch, rows after padding) for N = n_rows turn rows.
-
-    verl needs every mini-batch to hold a whole number of micro-batches on every rank and of
-    rollout.n groups: m is a multiple of `unit` = lcm(micro rows * dp, n).
-        mini_batch_turns s given:  m = ceil(s / unit) * unit,   N' = ceil(N / m) * m
-        else, k = num_mini_batches: k' = min(k, ceil(N / unit)),
-                                   m = ceil(N / (k' * unit)) * unit,   N' = k' * m
-    so verl takes k' (= the embedded backend's k whenever N >= k * unit) optimizer steps per
-    epoch, as the embedded backend's near-equal split into k parts does."""
-    n, unit = max(int(n_rows), 1), int(unit)
-    if mini_batch_turns:
-        m = math.ceil(int(mini_batch_turns) / unit) * unit
-        return m, math.ceil(n / m) * m
-    k = max(1, min(int(num_mini_batches), math.ceil(n / unit)))
-    m = math.ceil(n / (k * unit)) * unit
-    return m, k * m
 
 
 def turn_metrics(turns: TurnBatch, fstats: dict) -> dict[str, float]:
@@ -180,7 +162,6 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
                  num_mini_batches: int = 1, mini_batch_turns: Optional[int] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.num_mini_batches, self.mini_batch_turns = int(num_mini_batches), mini_batch_turns
-        self._mini_rows: Optional[int] = None  # this step's rows per verl mini-batch (_balance_batch)
         name = str(self.config.algorithm.adv_estimator)
         if name not in ESTIMATORS:
             raise ValueError(f"ArenaRayPPOTrainer needs algorithm.adv_estimator in {sorted(ESTIMATORS)}, got {name!r}")
@@ -195,10 +176,10 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         self._save_due = False  # verl asked for a checkpoint that waits for the step's row
 
     def row_unit(self) -> int:
-        """lcm(micro-batch rows * data-parallel ranks, rollout.n): what every mini-batch must hold."""
+        """micro-batch rows x data-parallel ranks: what every mini-batch must hold a multiple of."""
         rollout_ref, trainer = self.config.actor_rollout_ref, self.config.trainer
         ranks = int(trainer.n_gpus_per_node) * int(trainer.nnodes)
-        return math.lcm(int(rollout_ref.actor.ppo_micro_batch_size_per_gpu) * ranks, int(rollout_ref.rollout.n))
+        return int(rollout_ref.actor.ppo_micro_batch_size_per_gpu) * ranks
 
     def init_workers(self):
         super().init_workers()
@@ -210,16 +191,34 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
 
     def _balance_batch(self, batch: DataProto, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         turns = batch.meta_info.pop(TURNS_KEY, None)
-        if turns is not None:
-            self._mini_rows, padded = arena_mini_batch_rows(
-                len(turns), num_mini_batches=self.num_mini_batches, mini_batch_turns=self.mini_batch_turns,
-                unit=self.row_unit())
-            swap_in(batch, turns, row_multiple=padded)
-            metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
-            metrics["rollout/pad_rows"] = float(batch.non_tensor_batch[PAD_KEY].sum())
-            epochs = int(self.config.actor_rollout_ref.actor.ppo_epochs)
-            metrics["actor/updates_per_step"] = float(len(batch) // self._mini_rows * epochs)
-        return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+        if turns is None:
+            return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+        layout = mini_batch_layout(len(turns), num_mini_batches=self.num_mini_batches,
+                                   mini_batch_turns=self.mini_batch_turns, unit=self.row_unit())
+        swap_in(batch, turns, layout=layout)
+        metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
+        metrics["rollout/pad_rows"] = float(batch.non_tensor_batch[PAD_KEY].sum())
+        epochs = int(self.config.actor_rollout_ref.actor.ppo_epochs)
+        metrics["actor/updates_per_step"] = float(len(layout) * epochs)
+        self._balance_each_mini_batch(batch, metrics, logging_prefix)
+
+    def _balance_each_mini_batch(self, batch: DataProto, metrics: dict, logging_prefix: str) -> None:
+        """verl's balancing run on each mini-batch's rows alone; the mini-batches stay in order.
+        Its `<prefix>/*` metrics are reduced over the mini-batches by verl's rule (max for keys
+        with "max", min for "min", else mean)."""
+        mini = np.asarray(batch.non_tensor_batch[MINI_KEY])  # [N']
+        parts, stats = [], {}
+        for index in np.unique(mini):
+            part = batch.select_idxs(np.flatnonzero(mini == index))
+            part_metrics: dict = {}
+            super()._balance_batch(part, part_metrics, logging_prefix=logging_prefix)
+            for key, value in part_metrics.items():
+                stats.setdefault(key, []).append(value)
+            parts.append(part)
+        batch.batch = torch.cat([part.batch for part in parts])  # [N'] rows, mini-batch by mini-batch
+        batch.non_tensor_batch = {key: np.concatenate([part.non_tensor_batch[key] for part in parts])
+                                  for key in batch.non_tensor_batch}
+        metrics.update(reduce_metrics(stats))
 
     def _compute_old_log_prob(self, batch: DataProto):
         old_log_prob, mfu = super()._compute_old_log_prob(batch)
@@ -228,16 +227,22 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
 
     def _update_actor(self, batch: DataProto) -> DataProto:
         apply_arena_advantage(batch, self.arena_advantage, **self.advantage_hp)
-        if self._mini_rows is None:
+        if MINI_KEY not in batch.non_tensor_batch:
             return super()._update_actor(batch)
-        # verl reads its mini-batch as ppo_mini_batch_size * rollout.n rows: this step's m rows
-        actor = self.config.actor_rollout_ref.actor
-        configured = actor.ppo_mini_batch_size
-        actor.ppo_mini_batch_size = self._mini_rows // int(self.config.actor_rollout_ref.rollout.n)
+        # verl's update once per mini-batch and epoch, epoch-major (module docstring)
+        mini = np.asarray(batch.non_tensor_batch[MINI_KEY])  # [N']
+        groups = [np.flatnonzero(mini == index) for index in np.unique(mini)]
+        worker_group, outputs = self.actor_rollout_wg, []
         try:
-            return super()._update_actor(batch)
+            for _ in range(int(self.config.actor_rollout_ref.actor.ppo_epochs)):
+                for rows in groups:
+                    part = batch.select_idxs(rows)
+                    self.actor_rollout_wg = OneMiniBatchUpdate(
+                        worker_group, rows=len(part), seqs=rows_with_tokens(part.batch["response_mask"]))
+                    outputs.append(super()._update_actor(part))
         finally:
-            actor.ppo_mini_batch_size = configured
+            self.actor_rollout_wg = worker_group
+        return merge_update_outputs(outputs)
 
     # ------------------------------------------------------------------ run folder
     def _load_checkpoint(self):

@@ -11,14 +11,17 @@ prompts and multiplies it by `rollout.n`, so
 with turn_samples_per_mini_batch = `ppo_mini_batch_size` if set, else
 batch_envs * group_size / ppo_num_mini_batches (one turn per trajectory as the floor). This
 static value only passes verl's config checks: the per-turn fan-out gives more rows, and the
-trainer hands verl each step's own mini-batch size, so verl takes as many optimizer steps as
-the embedded backend (trainer.arena_mini_batch_rows).
+trainer runs verl's update once per mini-batch of the embedded backend's split, so verl takes
+the embedded backend's optimizer steps on the same rows (mini_batches.py).
 Micro-batches (`micro_batch_rows`): the largest divisor of a mini-batch's rows
 (ppo_mini_batch_size * group_size) that is at most `micro_batch_size`, for the actor's update
 and for the old and reference log-probs (verl's validate_config requires all three). verl
 asserts that every micro-batch is full (`data size must be divisible by ...
-micro_batch_size_per_gpu`); the trainer pads each step's rows to whole micro-batches
-(trainer.arena_mini_batch_rows).
+micro_batch_size_per_gpu`); the trainer pads each mini-batch to whole micro-batches
+(mini_batches.mini_batch_layout).
+LR schedule: constant, no warmup (`validate` refuses others). The embedded backend has no
+schedule, and verl steps its scheduler at the end of each update call, which the trainer makes
+once per mini-batch, so a warmup or cosine schedule would also run k * ppo_epochs times too fast.
 
 Extra `verl.<dotted.path>=value` overrides go straight into verl's config; a path that is
 not in verl's schema raises a ValueError listing the valid keys at that level.
@@ -172,6 +175,7 @@ def validate(verl_cfg: DictConfig) -> dict[str, Any]:
 
     sections = {"actor": verl_cfg.actor_rollout_ref.actor, "rollout": verl_cfg.actor_rollout_ref.rollout,
                 "algorithm": verl_cfg.algorithm}
+    _check_constant_lr(verl_cfg.actor_rollout_ref.actor.optim)
     out = {}
     for name, node in sections.items():
         try:
@@ -182,3 +186,14 @@ def validate(verl_cfg: DictConfig) -> dict[str, Any]:
             detail = " ".join(line.strip() for line in str(exc).splitlines() if "full_key" not in line)
             raise ValueError(f"verl rejected the {name} config: {detail}") from exc
     return out
+
+
+def _check_constant_lr(optim: DictConfig) -> None:
+    """ValueError unless the actor's LR schedule is constant without warmup (module docstring)."""
+    schedule = str(optim.get("lr_scheduler_type", "constant"))
+    steps, ratio = optim.get("lr_warmup_steps", -1), float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0)
+    if schedule != "constant" or (steps is not None and int(steps) > 0) or ratio > 0:
+        raise ValueError(
+            f"actor LR schedule {schedule!r} with lr_warmup_steps={steps}, lr_warmup_steps_ratio={ratio} is not "
+            "supported on verl (the embedded backend has none, and the scheduler steps once per mini-batch); valid: "
+            "optim.lr_scheduler_type=constant, optim.lr_warmup_steps<=0, optim.lr_warmup_steps_ratio=0")
