@@ -28,6 +28,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from omegaconf import OmegaConf
+
+from arena.config import cell_id
+
 from .atomic import atomic_write_json, atomic_write_text, fsync_dir
 from .faults import crash_point
 from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
@@ -61,10 +65,28 @@ def summary_problem(path: Path, expect_cell_id: Optional[str] = None) -> Optiona
     bad = summary_value_problem(data)
     if bad:
         return f"{path}: {bad}"
-    owner = data.get("cell_id")
-    if expect_cell_id is not None and owner not in (None, expect_cell_id):
+    if expect_cell_id is None:
+        return None
+    owner = summary_owner(data, Path(path).parent)
+    if owner is None:
+        return (f"{path} names no cell_id and its folder's {CONFIG_FILE} cannot be hashed to one: "
+                f"no proof that it is cell {expect_cell_id}'s")
+    if owner != expect_cell_id:
         return f"{path} is the summary of cell {owner}, not of {expect_cell_id} (a run folder copied from elsewhere?)"
     return None
+
+
+def summary_owner(data: dict, folder: Path) -> Optional[str]:
+    """The cell a summary belongs to: its `cell_id`, or, for a summary written before summaries
+    named their cell, the hash of the folder's config.yaml (the cell id is that hash:
+    arena.config.cell_id). None when neither can be read."""
+    if data.get("cell_id") is not None:
+        return str(data["cell_id"])
+    try:
+        return cell_id(OmegaConf.load(folder / CONFIG_FILE))
+    except Exception as exc:  # missing, unparsable or not a run config: no owner to name
+        logger.warning("cannot hash %s to a cell id: %s", folder / CONFIG_FILE, exc)
+        return None
 
 
 def _number(v: Any) -> bool:
@@ -126,9 +148,10 @@ class RunFolder:
         if self.expect_cell_id is None:
             return None
         try:
-            owner = json.loads(self.summary_file.read_text()).get("cell_id")
-        except (OSError, ValueError, AttributeError):
+            data = json.loads(self.summary_file.read_text())
+        except (OSError, ValueError):
             return None
+        owner = summary_owner(data, self.path) if isinstance(data, dict) else None
         return owner if owner not in (None, self.expect_cell_id) else None
 
     def summary(self) -> Optional[dict]:

@@ -89,3 +89,47 @@ def test_a_cell_killed_after_its_last_metrics_row_and_before_its_summary_is_reru
     assert job.run_cell(cell.cfg, env={}, train_fn=fake_train.train) == DONE
     steps = [json.loads(line)["step"] for line in (cell.out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1]
+
+
+def _drop_cell_id(cell, config_of=None):
+    """Make the cell's summary.json look like one written before summaries named their cell
+    (no cell_id); config.yaml holds `config_of`'s resolved config (None: no config.yaml)."""
+    from omegaconf import OmegaConf
+
+    summary = json.loads((cell.out / "summary.json").read_text())
+    del summary["cell_id"]
+    (cell.out / "summary.json").write_text(json.dumps(summary))
+    if config_of is not None:
+        (cell.out / "config.yaml").write_text(OmegaConf.to_yaml(config_of.cfg))
+
+
+def test_an_old_summary_without_cell_id_is_proof_only_when_its_config_hashes_to_the_cell(sweep_env, tmp_path):
+    # An old summary (no cell_id) is checked against its folder's config.yaml: the cell id is
+    # the hash of the resolved config, so the cell's own config.yaml confirms it...
+    plan, cell = _one_cell(sweep_env, "name=own")
+    assert job.run_cell(cell.cfg, env={}, train_fn=fake_train.train) == DONE
+    _drop_cell_id(cell, config_of=cell)
+    assert cell_state(cell.out) == DONE
+    assert job.run_cell(cell.cfg, env={}, train_fn=fake_train.train) == DONE
+    assert len((cell.out / "calls.log").read_text().split()) == 1  # trusted: not trained again
+    # ... another cell's config.yaml (a folder copied in) names that cell: never scored, not run over
+    a_plan, a_cell = _one_cell(sweep_env, "name=a", "po.hp.eps_high=0.3")
+    b_plan, b_cell = _one_cell(sweep_env, "name=b")
+    assert job.run_cell(a_cell.cfg, env={}, train_fn=fake_train.train) == DONE
+    _drop_cell_id(a_cell, config_of=a_cell)
+    shutil.copytree(a_cell.out, b_cell.out)
+    assert cell_state(b_cell.out) == MISSING
+    assert job.run_cell(b_cell.cfg, env={}, train_fn=fake_train.train) == FAILED
+    assert f"summary of cell {a_cell.cell_id}" in (b_cell.out / "error.txt").read_text()
+
+
+def test_an_old_summary_without_cell_id_or_config_is_no_proof_and_the_cell_reruns(sweep_env, tmp_path):
+    plan, cell = _one_cell(sweep_env)
+    assert job.run_cell(cell.cfg, env={}, train_fn=fake_train.train) == DONE
+    _drop_cell_id(cell, config_of=None)
+    assert not (cell.out / "config.yaml").exists()
+    assert cell_state(cell.out) == MISSING
+    line = next(li for li in status_lines(tmp_path, plan.name) if cell.cell_id in li)
+    assert "names no cell_id" in line
+    assert job.run_cell(cell.cfg, env={}, train_fn=fake_train.train) == DONE
+    assert len((cell.out / "calls.log").read_text().split()) == 2  # trained again, the old summary set aside
