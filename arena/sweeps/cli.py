@@ -36,6 +36,10 @@ def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: O
         plan, options = build_plan(list(args), arms=arms)
     except ValueError as exc:
         return _bad("sweep", exc)
+    if plan.superseded:
+        from .sweep import superseded_note
+
+        log(superseded_note(plan, plan.superseded))
     if options.dry_run:
         from .dry_run import print_plan
 

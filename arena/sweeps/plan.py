@@ -55,6 +55,7 @@ class SweepPlan:
     common: list[str]  # run overrides given to every cell (budget=, steps=, results_dir=, ...)
     cells: list[Cell] = field(default_factory=list)
     arm_sources: list[str] = field(default_factory=list)  # "<grid file>:<line>" of each arm, when from a file
+    superseded: list[str] = field(default_factory=list)  # finished cells of another config this plan replaces (sweep.finished_cells_not_planned)
 
     @property
     def manifest_file(self) -> Path:

@@ -130,7 +130,7 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     name = check_name("name", sweep.get("name") or f"{dimension}-{_budget(run)}")
     plan.name, plan.sweep_dir = name, sweep_dir(results_dir, name)
     plan.cells = expand(plan)  # validates every cell via load_config
-    hidden = finished_cells_left_out(plan)
+    hidden, plan.superseded = finished_cells_not_planned(plan)
     if hidden:
         raise ValueError(f"sweep {name!r} already holds {len(hidden)} finished run(s) that this command would leave out "
                          f"of its manifest, and so out of its report: {', '.join(hidden[:6])}"
@@ -143,21 +143,40 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     return plan, options
 
 
-def finished_cells_left_out(plan: SweepPlan) -> list[str]:
-    """"arm/env/seed" of the report cells in the sweep's manifest on disk that finished and that
-    `plan` has no report cell for (a smaller or another grid, fewer seeds or envs, under the same
-    name): rewriting the manifest would hide them from the report and from `arena status`.
+def finished_cells_not_planned(plan: SweepPlan) -> tuple[list[str], list[str]]:
+    """The finished report cells of the sweep's manifest on disk that `plan` does not plan:
+    (left_out, superseded).
+    left_out:   "arm/env/seed" that `plan` has no report cell for (a smaller or another grid,
+                fewer seeds or envs, under the same name): rewriting the manifest would hide them
+                from the report and from `arena status`.
+    superseded: "arm/env/seed (cells/<old id>)" that `plan` runs under another cell id (another
+                config: a steps, lr or hyperparameter override under the same name). The
+                report shows the new config's cells; the old folders stay on disk.
     A manifest that is absent or unreadable hides nothing (it is rewritten)."""
     from arena.runs.folder import RunFolder
     from arena.runs.manifest import report_cells_on_disk, report_key
 
-    planned = {report_key(c.manifest_row()) for c in plan.cells if c.role == "report"}
-    hidden = []
+    planned = {report_key(c.manifest_row()): c.cell_id for c in plan.cells if c.role == "report"}
+    left_out, superseded = [], []
     for row in report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name) or []:
         key, cid = report_key(row), str(row["cell_id"])
-        if key not in planned and RunFolder(plan.sweep_dir / "cells" / cid, expect_cell_id=cid).done:
-            hidden.append("/".join(map(str, key)))
-    return hidden
+        if planned.get(key) == cid or not RunFolder(plan.sweep_dir / "cells" / cid, expect_cell_id=cid).done:
+            continue
+        name = "/".join(map(str, key))
+        if key in planned:
+            superseded.append(f"{name} (cells/{cid})")
+        else:
+            left_out.append(name)
+    return left_out, superseded
+
+
+def superseded_note(plan: SweepPlan, superseded: list[str]) -> str:
+    """The line a sweep prints when it replaces finished cells of another config (never quietly)."""
+    shown = ", ".join(superseded[:4]) + (" ..." if len(superseded) > 4 else "")
+    return (f"[sweep] note: {len(superseded)} finished run(s) of sweep {plan.name!r} ran another config of the same "
+            f"arm/env/seed and are superseded by this command's cells: {shown}. Their folders stay in "
+            f"{plan.sweep_dir / 'cells'}; the report will show this config's cells. To keep both, "
+            f"use another name=NAME for this sweep.")
 
 
 def bc_configs(cells) -> list:

@@ -22,7 +22,9 @@ VALID_SUMMARY = {"status": "done", "final_eval_success": 0.5, "var_last20": 0.0,
 
 
 def write_valid_summary(cell_dir) -> None:
-    (Path(cell_dir) / "summary.json").write_text(json.dumps(VALID_SUMMARY))
+    """A valid summary of the cell whose folder is `cell_dir` (a sweep cell's folder is named by
+    its id, which the summary names: without it only a matching config.yaml would prove it)."""
+    (Path(cell_dir) / "summary.json").write_text(json.dumps({**VALID_SUMMARY, "cell_id": Path(cell_dir).name}))
 
 
 def train(cfg) -> int:

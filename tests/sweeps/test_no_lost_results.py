@@ -12,6 +12,8 @@ from arena.sweeps.status import status_lines
 from arena.sweeps.sweep import build_plan
 
 from . import fake_train
+from arena.sweeps.cli import sweep_main
+
 from .test_sweep import _calls, _manifest, _sweep
 
 
@@ -133,3 +135,25 @@ def test_an_old_summary_without_cell_id_or_config_is_no_proof_and_the_cell_rerun
     assert "names no cell_id" in line
     assert job.run_cell(cell.cfg, env={}, train_fn=fake_train.train) == DONE
     assert len((cell.out / "calls.log").read_text().split()) == 2  # trained again, the old summary set aside
+
+
+def test_another_config_under_the_same_name_supersedes_finished_cells_loudly_and_keeps_them(sweep_env, tmp_path):
+    # steps=4 after the smoke budget's 3: same arms/envs/seeds, new cell ids. The new cells replace
+    # the old ones in the manifest (the report shows the config asked for), but never quietly:
+    # the command names every superseded arm/env/seed and its folder, which stays done on disk.
+    from arena.sweeps.sweep import build_plan
+
+    args = ["dimension=aggregation", "seeds=1", "launcher=debug", *sweep_env]
+    assert _sweep(args) == 0
+    old = {c["cell_id"] for c in _manifest(tmp_path, "aggregation-smoke")["cells"] if c["role"] == "report"}
+    lines = []
+    assert sweep_main([*args, "steps=4"], train_fn=fake_train.train, bc_fn=fake_train.bc, log=lines.append) == 0
+    note = next(li for li in lines if "superseded" in li)
+    assert "2 finished run(s)" in note and "name=" in note
+    assert all(f"cells/{cid}" in note for cid in old)
+    new = {c["cell_id"] for c in _manifest(tmp_path, "aggregation-smoke")["cells"] if c["role"] == "report"}
+    assert new.isdisjoint(old) and len(new) == 2
+    assert all(cell_state(tmp_path / "sweeps" / "aggregation-smoke" / "cells" / cid) == DONE for cid in old | new)
+    # the same command again: nothing of another config is finished in the manifest now, no note
+    plan, _ = build_plan([*args, "steps=4"])
+    assert plan.superseded == []
