@@ -20,7 +20,7 @@ METRICS: Mapping[str, str] = MappingProxyType({
     "rollout/action_valid_ratio": "share of kept turn-samples whose action is format-valid and admissible",
     "rollout/response_length": "mean response tokens per kept turn-sample",
     "rollout/turn_samples": "turn-samples (rows) in the step's training batch after filtering",
-    "rollout/pad_rows": "verl: rows duplicated to make the batch divisible by the data-parallel size (not trained on twice)",
+    "rollout/pad_rows": "verl: zero-mask copies of rows that fill each mini-batch to whole micro-batches x ranks (no loss term; counted in no denominator)",
     "filter/kept_group_frac": "kept groups / sampled groups of the step (1.0 without filtering)",
     "filter/tries": "rollout tries made by dynamic filtering this step (1 without filtering)",
     # advantage diagnostics
