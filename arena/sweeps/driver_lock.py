@@ -3,7 +3,7 @@
 A sweep's driver holds a shared flock on `<sweep_dir>/.driver.lock` for as long as it runs. Before
 it rewrites manifest.json it takes `<sweep_dir>/.manifest.lock` exclusively; if another driver is
 live (the shared lock is held) and the manifest on disk lists other report cells (another grid,
-other envs or seeds under the same name), rewriting it would hide that driver's cells from the
+other envs or seeds, or another config of the same cells: other cell ids, under the same name), rewriting it would hide that driver's cells from the
 report and from `arena status` once they finish: the command exits 2 instead. Identical commands
 (the same report cells) may run at once: each cell is still run once (the cell lock,
 arena/sweeps/ledger.py). flock is per host: drivers of one sweep on two hosts are not seen.
@@ -33,10 +33,12 @@ def sweep_driver_lock(plan) -> Iterator[None]:
         with open(plan.sweep_dir / ".manifest.lock", "a+") as gate:
             fcntl.flock(gate, fcntl.LOCK_EX)  # released when `gate` closes
             rows = report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name)
-            on_disk = None if rows is None else {report_key(r) for r in rows}
-            ours = {report_key(c.manifest_row()) for c in plan.cells if c.role == "report"}
+            # a report cell is (arm, env, seed) and its cell id: the same arm/env/seed under another
+            # config (another id) would supersede the live driver's cell in the manifest
+            on_disk = None if rows is None else {(report_key(r), str(r["cell_id"])) for r in rows}
+            ours = {(report_key(c.manifest_row()), c.cell_id) for c in plan.cells if c.role == "report"}
             if on_disk is not None and on_disk != ours and file_lock_is_held(plan.sweep_dir / ".driver.lock"):
-                extra = sorted("/".join(map(str, k)) for k in on_disk - ours)
+                extra = sorted(f"{'/'.join(map(str, k))} (cell {cid})" for k, cid in on_disk - ours)
                 raise SweepBusy(
                     f"sweep {plan.name!r} is running now with other cells ({len(extra)} not in this command: "
                     f"{', '.join(extra[:6])}{' ...' if len(extra) > 6 else ''}); valid: wait for it to end, "

@@ -44,3 +44,16 @@ def test_an_ended_driver_leaves_no_lock_behind(sweep_env):
     with sweep_driver_lock(other):  # no SweepBusy: nobody holds the driver lock
         pass
     assert {r["seed"] for r in json.loads(other.manifest_file.read_text())["cells"]} == {0, 1}
+
+
+def test_a_live_driver_blocks_another_config_of_the_same_cells(sweep_env):
+    # steps=4 (the smoke budget has 3): the same arm/env/seed keys, other cell ids. Rewriting the
+    # manifest would supersede the live driver's cells before they finish: exit 2 instead.
+    ours, other_config = _plan(sweep_env, "seeds=1"), _plan(sweep_env, "seeds=1", "steps=4")
+    assert {c.cell_id for c in ours.cells}.isdisjoint(c.cell_id for c in other_config.cells)
+    with sweep_driver_lock(ours):
+        written = ours.manifest_file.read_text()
+        with pytest.raises(SweepBusy, match=r"running now with other cells \(2 not in this command: .*\(cell "):
+            with sweep_driver_lock(other_config):
+                pass
+        assert ours.manifest_file.read_text() == written
