@@ -32,3 +32,15 @@ def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
         assert main(argv) == 2, argv
         assert fragment in capsys.readouterr().err, argv
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "run").exists()  # nothing was launched
+
+
+def test_sweep_only_keys_on_a_one_config_command_exit_2_naming_arena_sweep(capsys, tmp_path):
+    # `arena train seeds=3` used to run one seed and ignore seeds= silently; launcher= gave
+    # Hydra's "Could not override" under a list of valid keys that named launcher itself.
+    for verb, arg in (("train", "seeds=3"), ("train", "launcher=slurm"), ("bc", "fail_fast=true"),
+                      ("train", "+dimension=is_clipping")):
+        assert main([verb, arg, f"results_dir={tmp_path}"]) == 2
+        err = capsys.readouterr().err
+        key = arg.lstrip("+").split("=")[0]
+        assert f"{key}= is an option of `arena sweep`" in err and f"drop {key}=" in err
+    assert not any(tmp_path.iterdir())  # nothing was trained or written
