@@ -93,7 +93,7 @@ def _config(args: Sequence[str]):
 
 def _refuse_sweep_only_keys(args: Sequence[str]) -> None:
     """`dimension=`, `seeds=`, `launcher=`, `fail_fast=` (arena.runs.layout.SWEEP_ONLY_KEYS) say
-    how a sweep expands and where its jobs go; a one-config command (train, bc, eval, envs) would
+    how a sweep expands and where its jobs go; a one-config command (`arena train`, `arena bc`) would
     ignore them silently (`seeds=3` is not three runs), so they exit 2."""
     from arena.runs.layout import SWEEP_ONLY_KEYS
 
