@@ -15,13 +15,17 @@ next step.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any, Callable, Optional
 
 NO_OP_FEEDBACK = "Nothing happens."
 
 # Per-process cache of loaded textworld envs, keyed by game file. Starting one costs ~0.3 s
-# (jericho copies its interpreter library); resetting a loaded one costs a few ms.
-_IDLE_ENVS: dict[str, list] = {}
+# (jericho copies its interpreter library); resetting a loaded one costs a few ms. Each loaded
+# env holds ~8 MB, so the cache is bounded: at most MAX_IDLE_ENVS idle envs in all, the least
+# recently released closed first (a pool of 1536 games once grew a run past 8 GB unbounded).
+MAX_IDLE_ENVS = 256
+_IDLE_ENVS: "OrderedDict[str, list]" = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -30,14 +34,35 @@ def acquire_env(game_path: str, start: Callable[[str], Any]):
     with _LOCK:
         idle = _IDLE_ENVS.get(game_path)
         if idle:
-            return idle.pop()
+            env = idle.pop()
+            if not idle:
+                del _IDLE_ENVS[game_path]
+            return env
     return start(game_path)
 
 
 def release_env(game_path: str, tw_env) -> None:
-    """Give an env back to the cache; whoever plays game_path next reuses it."""
+    """Give an env back to the cache; whoever plays game_path next reuses it. Beyond
+    MAX_IDLE_ENVS idle envs, the least recently released game's envs are closed."""
+    evicted = []
     with _LOCK:
         _IDLE_ENVS.setdefault(game_path, []).append(tw_env)
+        _IDLE_ENVS.move_to_end(game_path)
+        while sum(len(envs) for envs in _IDLE_ENVS.values()) > MAX_IDLE_ENVS:
+            oldest = next(iter(_IDLE_ENVS))
+            evicted.append(_IDLE_ENVS[oldest].pop(0))
+            if not _IDLE_ENVS[oldest]:
+                del _IDLE_ENVS[oldest]
+    for env in evicted:  # outside the lock: closing stops an interpreter
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
+def idle_env_count() -> int:
+    """Idle envs in the cache (all games)."""
+    with _LOCK:
+        return sum(len(envs) for envs in _IDLE_ENVS.values())
 
 
 def normalize_command(text: str) -> str:
