@@ -234,3 +234,37 @@ def test_problem_file_errors(tmp_path):
         load_problems(write_jsonl(tmp_path / "bad.jsonl", [{"question": "q", "solution": "1"}]))
     with pytest.raises(ValueError, match=".jsonl, .parquet"):
         load_problems(str(tmp_path / "p.csv"))
+
+
+# ---- reply length against the env config ---------------------------------------------------
+
+def test_expert_replies_fit_max_new_tokens_except_hard_systems():
+    """configs/env/tir_math.yaml's max_new_tokens holds every expert reply of levels easy and
+    medium and hard's equations and fraction sums, but not hard's 2x2 systems (Cramer's rule,
+    ~90 tokens): a policy that copies the expert is cut before `</action>` there and never wins
+    them, which caps level=hard at the share of other problems (docs/testbed.md, "TIR math")."""
+    from omegaconf import OmegaConf
+
+    from arena.backends.embedded.bc import expert_response
+    from arena.backends.embedded.tokenizer import build_tokenizer
+
+    limit = OmegaConf.load("configs/env/tir_math.yaml").max_new_tokens
+    replies = {level: [] for level in ("easy", "medium", "hard")}
+    for level, found in replies.items():
+        for seed in range(150):
+            problem = generate(level, seed)
+            found.append((problem.question, expert_response(f"python: {problem.tool_code}")))
+            found.append((problem.question, expert_response(f"answer: {problem.answer}")))
+    tokenizer = build_tokenizer([r for found in replies.values() for _, r in found], kind="wordlevel")
+
+    def length(reply: str) -> int:
+        return len(tokenizer.encode(reply, add_special_tokens=False))
+
+    # By hand: <think> plan </think> <action> python : " print" ( 2 3 " +" " 4" 5 ) </action> = 15
+    assert length(expert_response("python: print(23 + 45)")) == 15
+    for level in ("easy", "medium"):
+        assert max(length(r) for _, r in replies[level]) <= limit, level
+    hard = [(q.startswith("Solve the system"), "python:" in r, length(r)) for q, r in replies["hard"]]
+    system_calls = [n for system, call, n in hard if system and call]
+    assert len(system_calls) >= 30 and min(system_calls) > limit  # ~1/3 of 150 hard problems
+    assert max(n for system, call, n in hard if not (system and call)) <= limit  # answers fit
