@@ -243,12 +243,14 @@ def test_expert_replies_fit_max_new_tokens_except_hard_systems():
     medium and hard's equations and fraction sums, but not hard's 2x2 systems (Cramer's rule,
     ~90 tokens): a policy that copies the expert is cut before `</action>` there and never wins
     them, which caps level=hard at the share of other problems (docs/testbed.md, "TIR math")."""
+    from pathlib import Path
+
     from omegaconf import OmegaConf
 
     from arena.backends.embedded.bc import expert_response
     from arena.backends.embedded.tokenizer import build_tokenizer
 
-    limit = OmegaConf.load("configs/env/tir_math.yaml").max_new_tokens
+    limit = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs/env/tir_math.yaml").max_new_tokens
     replies = {level: [] for level in ("easy", "medium", "hard")}
     for level, found in replies.items():
         for seed in range(150):
