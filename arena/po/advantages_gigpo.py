@@ -73,12 +73,20 @@ def gigpo(
     A^E = grpo(score), divided by the std iff mode == "mean_std_norm";
     A^S = step_advantage(step_returns(gamma), anchor_groups, mode);
     A_j = A^E_j + step_w * A^S_j."""
+    episode_adv, step_adv = gigpo_terms(batch, gamma=gamma, mode=mode, group_stats=group_stats, eps=eps)  # [N], [N]
+    # A_j = A^E_j + step_w * A^S_j
+    return (episode_adv + step_w * step_adv).to(batch.score.dtype)  # [N]
+
+
+def gigpo_terms(batch: TurnBatch, *, gamma: float, mode: str, group_stats: str,
+                eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A^E, A^S) in float64, the two terms `gigpo` adds:
+    A^E = grpo(score), divided by the std iff mode == "mean_std_norm";
+    A^S = step_advantage(step_returns(gamma), anchor_groups, mode)."""
     check_choice("mode", mode, GIGPO_MODES)
     episode_adv = grpo(batch, group_stats=group_stats, norm_std=mode == "mean_std_norm", eps=eps)  # [N]
-    returns = step_returns(batch, gamma=gamma)  # [N]
-    step_adv = step_advantage(returns, anchor_groups(batch), mode=mode, eps=eps)  # [N]
-    # A_j = A^E_j + step_w * A^S_j
-    return (episode_adv.to(torch.float64) + step_w * step_adv).to(batch.score.dtype)  # [N]
+    step_adv = step_advantage(step_returns(batch, gamma=gamma), anchor_groups(batch), mode=mode, eps=eps)  # [N]
+    return episode_adv.to(torch.float64), step_adv  # [N], [N]
 
 
 def anchor_repeat_stats(batch: TurnBatch) -> dict[str, float]:
@@ -109,9 +117,7 @@ def step_term_stats(batch: TurnBatch, *, gamma: float = 0.95, mode: str = "mean_
     corr         = Pearson(A^S, A^E) over all rows   (0 when either is constant)
     A step term that is rarely non-zero, small against A^E, or nearly collinear with it (corr
     near 1) changes the gradient little: GiGPO then behaves like GRPO."""
-    check_choice("mode", mode, GIGPO_MODES)
-    episode_adv = grpo(batch, group_stats=group_stats, norm_std=mode == "mean_std_norm", eps=eps).to(torch.float64)  # [N]
-    step_adv = step_advantage(step_returns(batch, gamma=gamma), anchor_groups(batch), mode=mode, eps=eps)  # [N]
+    episode_adv, step_adv = gigpo_terms(batch, gamma=gamma, mode=mode, group_stats=group_stats, eps=eps)  # [N], [N]
     n = max(1, int(step_adv.numel()))
     episode_abs = float(episode_adv.abs().mean()) if step_adv.numel() else 0.0
     ratio = float(step_adv.abs().mean()) / episode_abs if episode_abs > 0 else 0.0

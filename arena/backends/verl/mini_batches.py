@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Optional
 
+import numpy as np
 import torch
 from verl.protocol import DataProto
 from verl.utils import tensordict_utils as tu
@@ -54,6 +55,12 @@ def mini_batch_layout(n_rows: int, *, num_mini_batches: int, mini_batch_turns: O
         raise ValueError(f"mini_batch_layout: unit must be >= 1, got {unit}")
     slices = mini_batch_slices(int(n_rows), num_mini_batches=int(num_mini_batches), mini_batch_size=mini_batch_turns)
     return [MiniBatch(s.start, s.stop, math.ceil((s.stop - s.start) / unit) * unit) for s in slices]
+
+
+def rows_by_mini_batch(batch: DataProto) -> list:
+    """The row indices of each mini-batch of a swapped-in step, in layout order (MINI_KEY)."""
+    mini = np.asarray(batch.non_tensor_batch[MINI_KEY])  # [N']
+    return [np.flatnonzero(mini == index) for index in np.unique(mini)]
 
 
 def rows_with_tokens(response_mask: torch.Tensor) -> int:

@@ -61,7 +61,8 @@ from arena.po.types import TurnBatch
 from . import agent_loop  # noqa: F401  (registers "arena_agent" in this process)
 from .advantages import ESTIMATORS, compute_arena_advantage
 from .fan_out import PAD_KEY, swap_in, turns_from_output
-from .mini_batches import MINI_KEY, OneMiniBatchUpdate, merge_update_outputs, mini_batch_layout, rows_with_tokens
+from .mini_batches import (MINI_KEY, OneMiniBatchUpdate, merge_update_outputs, mini_batch_layout, rows_by_mini_batch,
+                           rows_with_tokens)
 from .registry import register_once
 
 TURNS_KEY, METRICS_KEY, DEFERRED = "arena_turn_batch", "arena_rollout_metrics", "arena_deferred"
@@ -206,10 +207,9 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         """verl's balancing run on each mini-batch's rows alone; the mini-batches stay in order.
         Its `<prefix>/*` metrics are reduced over the mini-batches by verl's rule (max for keys
         with "max", min for "min", else mean)."""
-        mini = np.asarray(batch.non_tensor_batch[MINI_KEY])  # [N']
         parts, stats = [], {}
-        for index in np.unique(mini):
-            part = batch.select_idxs(np.flatnonzero(mini == index))
+        for rows in rows_by_mini_batch(batch):
+            part = batch.select_idxs(rows)
             part_metrics: dict = {}
             super()._balance_batch(part, part_metrics, logging_prefix=logging_prefix)
             for key, value in part_metrics.items():
@@ -230,8 +230,7 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         if MINI_KEY not in batch.non_tensor_batch:
             return super()._update_actor(batch)
         # verl's update once per mini-batch and epoch, epoch-major (module docstring)
-        mini = np.asarray(batch.non_tensor_batch[MINI_KEY])  # [N']
-        groups = [np.flatnonzero(mini == index) for index in np.unique(mini)]
+        groups = rows_by_mini_batch(batch)
         worker_group, outputs = self.actor_rollout_wg, []
         try:
             for _ in range(int(self.config.actor_rollout_ref.actor.ppo_epochs)):
