@@ -126,6 +126,22 @@ def check_env_available(cfg: DictConfig) -> None:
         check_available(str(cfg.env.name), **to_plain(cfg.env.kwargs))
     except EnvUnavailableError as exc:
         raise BadConfig(str(exc)) from exc
+    check_validation_split(cfg)
+
+
+def check_validation_split(cfg: DictConfig) -> None:
+    """BadConfig when BC's band stop would ask for more validation episodes than the environment
+    has (`bc.val_n` > arena.envs.validation_size): the extra ones would be training episodes.
+    A split of 0 (household's committed pool) is allowed; BC says so in its log and bc.json."""
+    from arena.envs import validation_size
+
+    bc_runs = cfg.bc.steps > 0 and (not cfg.model.path or cfg.bc.source == "rejection")
+    if not (bc_runs and cfg.bc.band):
+        return
+    size = validation_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))
+    if size and cfg.bc.val_n > size:
+        raise BadConfig(f"bc.val_n={cfg.bc.val_n} asks for more validation episodes than env {cfg.env.name} has "
+                        f"({size} with env.kwargs={to_plain(cfg.env.kwargs)}); valid: bc.val_n <= {size}")
 
 
 # The config's half of arena.backends.check_trainable, under its former name: the verl

@@ -6,6 +6,7 @@ Modules are imported lazily so that `import arena.envs` stays cheap and an optio
 from __future__ import annotations
 
 import importlib
+from typing import Optional
 
 from .base import EVAL_SEED_OFFSET, Env, EnvUnavailableError, eval_seed, is_eval_seed
 
@@ -43,5 +44,16 @@ def check_available(name: str, **kwargs) -> None:
         check(**kwargs)
 
 
+def validation_size(name: str, **kwargs) -> Optional[int]:
+    """How many distinct validation episodes (BC's band stop plays training seeds
+    VAL_SEED_OFFSET + i, i < bc.val_n: arena.backends.embedded.bc_stop) the environment has.
+    None: as many as asked (generated rooms, goals and problems never run out). Modules with a
+    finite validation split opt in with a module-level `validation_size(**kwargs)`; beyond it a
+    validation seed would play a training episode."""
+    module, _ = _module(name)
+    size = getattr(module, "validation_size", None)
+    return None if size is None else int(size(**kwargs))
+
+
 __all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "EnvUnavailableError", "check_available", "eval_seed",
-           "is_eval_seed", "make"]
+           "is_eval_seed", "make", "validation_size"]

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
-from .household_games import (COMMITTED_POOL_DIR, LARGE_SIZES, SPLITS, default_cache_dir, ensure_large_pool,
-                              games_folder, read_manifest)
+from .household_games import (COMMITTED_POOL_DIR, LARGE_FIRST_EXTRA_TRAIN, LARGE_FIRST_VAL, LARGE_SIZES, SPLITS,
+                              default_cache_dir, ensure_large_pool, games_folder, read_manifest)
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
@@ -97,6 +97,13 @@ def check_available(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES,
     if pool == "large" and n_large not in LARGE_SIZES:
         raise BadHouseholdPool(f"env.kwargs.n_large={n_large!r} is not a large household pool size; valid: "
                                f"{', '.join(map(str, LARGE_SIZES))} (multiples of 256 from 768)")
+
+
+def validation_size(pool: str = "committed", **_other_kwargs) -> int:
+    """Validation games of the pool (arena.envs.validation_size): the large pool's split
+    [LARGE_FIRST_VAL, LARGE_FIRST_EXTRA_TRAIN), 256 games; the committed pool has none (its
+    validation seeds play training games, see the module docstring)."""
+    return 0 if pool == "committed" else LARGE_FIRST_EXTRA_TRAIN - LARGE_FIRST_VAL
 
 
 class HouseholdEnv:

@@ -56,7 +56,9 @@ def test_bc_checkpoint_is_cached(tmp_path):
     path = ensure_bc_checkpoint(cfg, log=lambda *_: None)
     assert (path / "config.json").exists() and (path / "tokenizer.json").exists()
     report = json.loads((bc_dir(cfg) / "bc.json").read_text())
-    assert {"demos", "eval_success", "eval_format_valid", "eval_n"} <= set(report)
+    assert {"demo_turns", "demo_episodes", "demo_episodes_won", "eval_success", "eval_format_valid", "eval_n"} <= set(report)
+    # budget=sanity plays bc.demos=64 one-turn episodes: the kept turns are the won episodes
+    assert report["demo_episodes"] == 64 and report["demo_turns"] == report["demo_episodes_won"] <= 64
     stamp = (path / "config.json").stat().st_mtime_ns
     logs = []
     assert ensure_bc_checkpoint(cfg, log=logs.append) == path and logs == []  # no retraining
@@ -73,7 +75,8 @@ def test_rejection_sampling_bc_keeps_the_won_rollouts_of_a_given_model(tmp_path)
     ensure_bc_checkpoint(rej, log=lambda *_: None)
     report = json.loads((bc_dir(rej) / "bc.json").read_text())
     # one turn per sanity episode: the kept demos are exactly the won rollouts
-    assert report["demos"] == round(report["expert_success"] * 64) > 0
+    assert report["demo_turns"] == report["demo_episodes_won"] == round(report["expert_success"] * 64) > 0
+    assert report["demo_episodes"] == 64
     assert report["eval_success"] >= base["eval_success"] - 0.1  # filtered self-training doesn't wreck it
     with pytest.raises(ValueError, match="set model.path"):
         ensure_bc_checkpoint(load_config(["env=sanity", f"results_dir={tmp_path}", "bc.source=rejection"]))

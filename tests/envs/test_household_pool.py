@@ -129,3 +129,27 @@ def test_bad_pool_name_or_size_exits_2_with_the_valid_values(capsys):
     assert main(["train", "env=household", "env.kwargs.pool=large", "env.kwargs.n_large=512"]) == 2
     err = capsys.readouterr().err
     assert "n_large=512" in err and "valid: 768, 1024" in err
+
+
+def test_band_stop_never_validates_on_training_games(tmp_path, capsys):
+    """validation_size is the pool's real validation split (the 768-game pool's manifest has
+    256 val games, like every large pool: games [512, 768)); bc.val_n above it exits 2 before
+    anything runs, since seeds VAL_SEED_OFFSET + 256.. would play training games (the test above).
+    The committed pool has no validation games: 0, allowed (BC logs it and bc.json says
+    val_split=train)."""
+    from arena.envs import validation_size
+    _write_manifest(tmp_path / "large-n768-s1001", large_pool_specs(768))
+    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), n_large=768)
+    assert validation_size("household", pool="large", n_large=768) == len(env.games["val"]) == 256
+    assert validation_size("household", pool="large") == 256
+    assert validation_size("household") == 0 and validation_size("sokoban", dim=7) is None
+    args = ["bc", "env=household", "env.kwargs.pool=large", "budget=learn", f"results_dir={tmp_path}"]
+    assert main(args + ["bc.val_n=300"]) == 2
+    err = capsys.readouterr().err
+    assert "bc.val_n=300" in err and "valid: bc.val_n <= 256" in err
+    assert not (tmp_path / "bc").exists()  # nothing written
+    # a fixed-step BC (no band) or a given model (no BC) does not validate: no refusal
+    from arena.config import check_env_available, load_config
+    check_env_available(load_config(["env=household", "env.kwargs.pool=large", "bc.band=[]", "bc.val_n=300"]))
+    check_env_available(load_config(["env=household", "env.kwargs.pool=large", "budget=learn",
+                                     "bc.val_n=300", f"model.path={tmp_path}"]))

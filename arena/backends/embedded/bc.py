@@ -235,7 +235,11 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
                  seed=cfg.seed, log=log, stop=band) if cfg.bc.steps > 0 else []
     ev = evaluate(model, tokenizer, cfg, n=cfg.bc.eval_n)
     save_checkpoint(model, tokenizer, model_dir)
-    report = {"demos": len(pairs), "expert_success": expert_success, "final_loss": losses[-1] if losses else None,
+    # demo_episodes: the episodes played (bc.demos); demo_episodes_won: the kept ones (all turns of a
+    # won episode are kept); demo_turns: the (prompt, response) pairs SFT trains on.
+    won_episodes = round(expert_success * cfg.bc.demos)
+    report = {"demo_turns": len(pairs), "demo_episodes": int(cfg.bc.demos), "demo_episodes_won": won_episodes,
+              "expert_success": expert_success, "final_loss": losses[-1] if losses else None,
               "steps": len(losses), "eval_success": ev["success_rate"], "eval_format_valid": ev["format_valid_ratio"],
               "eval_n": ev["n"], **(band.report() if band is not None else {}), "seconds": time.time() - t0}
     log(f"[bc] eval success={ev['success_rate']:.3f} format_valid={ev['format_valid_ratio']:.3f} on {ev['n']} held-out seeds")

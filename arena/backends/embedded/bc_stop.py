@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from arena.envs import EVAL_SEED_OFFSET
+from arena.config import to_plain
+from arena.envs import EVAL_SEED_OFFSET, validation_size
 
 from .evaluate import evaluate
 
@@ -42,6 +43,7 @@ class BandStop:
         self.band, self.seeds, self.every, self.min_steps = band, val_seeds(val_n), max(1, every), min_steps
         self.confirm = max(1, int(confirm))
         self.curve: list[tuple[int, float]] = []  # (step, validation success)
+        self.split = "validation"  # "train" where the env has no validation split (from_config)
 
     @classmethod
     def from_config(cls, cfg, model, tokenizer, log: Callable = print) -> Optional["BandStop"]:
@@ -50,8 +52,15 @@ class BandStop:
             return None
         if len(band) != 2:
             raise ValueError(f"bc.band must be [low, high] (two numbers) or []; got {band}")
-        return cls(cfg, model, tokenizer, band=(float(band[0]), float(band[1])), val_n=cfg.bc.val_n,
+        stop = cls(cfg, model, tokenizer, band=(float(band[0]), float(band[1])), val_n=cfg.bc.val_n,
                    every=cfg.bc.val_every, min_steps=cfg.bc.min_steps, confirm=cfg.bc.confirm, log=log)
+        # An env with a finite validation split smaller than val_n is refused by the config check
+        # (arena.config.load.check_validation_split); a split of 0 plays training episodes.
+        if validation_size(str(cfg.env.name), **to_plain(cfg.env.kwargs)) == 0:
+            stop.split = "train"
+            log(f"[bc] env {cfg.env.name} {to_plain(cfg.env.kwargs)} has no validation split: "
+                f"the band stop checks {cfg.bc.val_n} training episodes")
+        return stop
 
     def __call__(self, step: int) -> bool:
         at_cap = step >= self.cfg.bc.steps
@@ -66,6 +75,6 @@ class BandStop:
 
     def report(self) -> dict:
         last = self.curve[-1][1] if self.curve else None
-        return {"val_success": last, "val_n": len(self.seeds), "band": list(self.band),
+        return {"val_success": last, "val_n": len(self.seeds), "val_split": self.split, "band": list(self.band),
                 "in_band": last is not None and self.band[0] <= last <= self.band[1],
                 "val_curve": [list(p) for p in self.curve]}
