@@ -123,6 +123,12 @@ def check_available(data_dir: Optional[str] = None, train_split: str = "train", 
         raise AlfworldUnavailableError(f"no playable {train_split} games under {root}. " + HOW_TO_GET_ALFWORLD)
 
 
+def validation_size(**_kwargs) -> int:
+    """No validation split (arena.envs.validation_size): every training seed, BC's validation
+    seeds included, plays a training game (module docstring), which BC then says in its log."""
+    return 0
+
+
 def _start_env(game_path: str):
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
