@@ -129,14 +129,19 @@ def check_env_available(cfg: DictConfig) -> None:
     check_validation_split(cfg)
 
 
+def trains_bc(cfg: DictConfig) -> bool:
+    """Whether the run's start is a BC checkpoint (trained or cached): no `model.path`, or
+    bc.source=rejection, which fine-tunes `model.path` on its own won rollouts."""
+    return not cfg.model.path or cfg.bc.source == "rejection"
+
+
 def check_validation_split(cfg: DictConfig) -> None:
     """BadConfig when BC's band stop would ask for more validation episodes than the environment
     has (`bc.val_n` > arena.envs.validation_size): the extra ones would be training episodes.
     A split of 0 (household's committed pool) is allowed; BC says so in its log and bc.json."""
     from arena.envs import validation_size
 
-    bc_runs = cfg.bc.steps > 0 and (not cfg.model.path or cfg.bc.source == "rejection")
-    if not (bc_runs and cfg.bc.band):
+    if not (trains_bc(cfg) and cfg.bc.steps > 0 and cfg.bc.band):
         return
     size = validation_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))
     if size and cfg.bc.val_n > size:

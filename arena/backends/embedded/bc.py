@@ -19,7 +19,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from arena.agent.prompts import render_prompt, task_from_obs
-from arena.config import to_plain
+from arena.config import to_plain, trains_bc
 from arena.config.schema import CHOICES
 from arena.envs import make
 from arena.runs import atomic_write_json
@@ -249,7 +249,7 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
 def load_initial_model(cfg, log: Callable = print):
     """(model, tokenizer) that RL starts from: `model.path` as given, unless bc.source=rejection
     first fine-tunes it on its own won rollouts; without model.path, the cached expert-BC model."""
-    if cfg.model.path and cfg.bc.source != "rejection":
+    if not trains_bc(cfg):
         return load_model(cfg.model.path, device=cfg.device)
     path = ensure_bc_checkpoint(cfg, log=log)
     return load_model(path, device=cfg.device)
