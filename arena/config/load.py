@@ -127,6 +127,7 @@ def check_env_available(cfg: DictConfig) -> None:
     except EnvUnavailableError as exc:
         raise BadConfig(str(exc)) from exc
     check_validation_split(cfg)
+    check_eval_split(cfg)
 
 
 def trains_bc(cfg: DictConfig) -> bool:
@@ -147,6 +148,24 @@ def check_validation_split(cfg: DictConfig) -> None:
     if size and cfg.bc.val_n > size:
         raise BadConfig(f"bc.val_n={cfg.bc.val_n} asks for more validation episodes than env {cfg.env.name} has "
                         f"({size} with env.kwargs={to_plain(cfg.env.kwargs)}); valid: bc.val_n <= {size}")
+
+
+def check_eval_split(cfg: DictConfig) -> None:
+    """BadConfig when an eval asks for more held-out episodes than the environment has distinct
+    ones (`eval.n` or `bc.eval_n` > arena.envs.eval_size): eval_seed(i) would replay episode
+    i mod size, and the success rate's standard error would count the repeats as new samples."""
+    from arena.envs import eval_size
+
+    size = eval_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))
+    if size is None:
+        return
+    asked = {"eval.n": int(cfg.eval.n)}
+    if trains_bc(cfg):
+        asked["bc.eval_n"] = int(cfg.bc.eval_n)
+    for key, n in asked.items():
+        if n > size:
+            raise BadConfig(f"{key}={n} asks for more held-out episodes than env {cfg.env.name} has ({size} distinct "
+                            f"with env.kwargs={to_plain(cfg.env.kwargs)}); valid: {key} <= {size}")
 
 
 # The config's half of arena.backends.check_trainable, under its former name: the verl

@@ -55,5 +55,15 @@ def validation_size(name: str, **kwargs) -> Optional[int]:
     return None if size is None else int(size(**kwargs))
 
 
+def eval_size(name: str, **kwargs) -> Optional[int]:
+    """How many distinct held-out episodes eval_seed(0), eval_seed(1), ... play. None: as many as
+    asked (generated rooms, goals and problems). Modules with a finite eval split (household,
+    alfworld) opt in with a module-level `eval_size(**kwargs)`; past it eval_seed(i) replays
+    episode i mod size, so an eval of more episodes counts repeats as new samples."""
+    module, _ = _module(name)
+    size = getattr(module, "eval_size", None)
+    return None if size is None else int(size(**kwargs))
+
+
 __all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "EnvUnavailableError", "check_available", "eval_seed",
-           "is_eval_seed", "make", "validation_size"]
+           "eval_size", "is_eval_seed", "make", "validation_size"]

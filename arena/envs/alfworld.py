@@ -129,6 +129,12 @@ def validation_size(**_kwargs) -> int:
     return 0
 
 
+def eval_size(data_dir: Optional[str] = None, eval_split: str = "eval_in_distribution", **_kwargs) -> int:
+    """Distinct eval games (arena.envs.eval_size): the playable games of the eval split
+    (valid_seen has 140 in ALFWorld 2.1.1); eval_seed(i) plays game i mod this."""
+    return len(find_game_files(resolve_data_dir(data_dir), eval_split))
+
+
 def _start_env(game_path: str):
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos

@@ -4,7 +4,9 @@ Games come from a fixed pool (`household_games`): the committed pool has 30 game
 10 eval); `pool="large"` makes `n_large` games (default 1536) once in the cache folder: 256
 eval, 256 validation and n_large - 512 training games (1024 by default), every split made of
 whole 16-game size grids (`household_games.large_pool_specs`; docs/testbed.md, "The large
-pool"). Seeds pick games:
+pool"); `n_eval` (default 256, up to 2048) adds n_eval - 256 eval games made from seeds no
+training game uses (`household_games.extra_eval_specs`), for a tighter held-out estimate. Seeds
+pick games:
 
     eval_seed(i)                        -> eval game i mod n_eval
     VAL_SEED_OFFSET + i, i < n_val      -> validation game i        (BC's band: bc_stop.val_seeds)
@@ -27,12 +29,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
-from .household_games import (COMMITTED_POOL_DIR, LARGE_FIRST_EXTRA_TRAIN, LARGE_FIRST_VAL, LARGE_SIZES, SPLITS,
-                              default_cache_dir, ensure_large_pool, games_folder, read_manifest)
+from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_FIRST_EXTRA_TRAIN, LARGE_FIRST_VAL, LARGE_SIZES,
+                              SPLITS, default_cache_dir, ensure_large_pool, games_folder, read_manifest)
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
 DEFAULT_LARGE_GAMES = 1536  # 1024 train + 256 validation + 256 eval
+DEFAULT_LARGE_EVAL = 256  # eval games of the large pool; more are extra games (EVAL_SIZES)
+COMMITTED_EVAL_GAMES = 10  # the committed pool's eval split (its manifest; tests/envs/test_household.py)
 # = arena.backends.embedded.bc_stop.VAL_SEED_OFFSET (not imported: that module imports torch)
 VAL_SEED_OFFSET = EVAL_SEED_OFFSET // 2
 # The longest committed walkthrough has 4 commands; 15 turns leave room for ~3x that plus a few
@@ -89,14 +93,26 @@ class BadHouseholdPool(EnvUnavailableError, ValueError):
     """An unknown pool name or large-pool size (the CLI exits 2 and lists the valid values)."""
 
 
-def check_available(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES, **_other_kwargs) -> None:
-    """BadHouseholdPool unless `pool` and `n_large` are valid (cheap: run by `arena train|bc|sweep`
-    before anything starts; generating the large pool is left to the first env)."""
+def check_available(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES, n_eval: int = DEFAULT_LARGE_EVAL,
+                    **_other_kwargs) -> None:
+    """BadHouseholdPool unless `pool`, `n_large` and `n_eval` are valid (cheap: run by `arena
+    train|bc|sweep` before anything starts; generating the large pool is left to the first env)."""
     if pool not in POOLS:
         raise BadHouseholdPool(f"unknown household pool {pool!r}; valid: {', '.join(POOLS)}")
     if pool == "large" and n_large not in LARGE_SIZES:
         raise BadHouseholdPool(f"env.kwargs.n_large={n_large!r} is not a large household pool size; valid: "
                                f"{', '.join(map(str, LARGE_SIZES))} (multiples of 256 from 768)")
+    if pool == "large" and n_eval not in EVAL_SIZES:
+        raise BadHouseholdPool(f"env.kwargs.n_eval={n_eval!r} is not a large household pool's eval size; valid: "
+                               f"{', '.join(map(str, EVAL_SIZES))} (multiples of 256 up to 2048)")
+    if pool == "committed" and n_eval != DEFAULT_LARGE_EVAL:
+        raise BadHouseholdPool(f"env.kwargs.n_eval={n_eval!r} needs env.kwargs.pool=large; the committed pool "
+                               f"has {COMMITTED_EVAL_GAMES} eval games")
+
+
+def eval_size(pool: str = "committed", n_eval: int = DEFAULT_LARGE_EVAL, **_other_kwargs) -> int:
+    """Distinct eval games (arena.envs.eval_size): eval_seed(i) plays eval game i mod this."""
+    return COMMITTED_EVAL_GAMES if pool == "committed" else int(n_eval)
 
 
 def validation_size(pool: str = "committed", **_other_kwargs) -> int:
@@ -112,8 +128,8 @@ class HouseholdEnv:
 
     def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, pool: str = "committed",
                  cache_dir: Optional[str] = None, n_large: int = DEFAULT_LARGE_GAMES,
-                 large_first_seed: int = 1001, win_reward: float = 10.0):
-        check_available(pool=pool, n_large=n_large)
+                 n_eval: int = DEFAULT_LARGE_EVAL, large_first_seed: int = 1001, win_reward: float = 10.0):
+        check_available(pool=pool, n_large=n_large, n_eval=n_eval)
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.max_turns = int(max_turns)
@@ -122,7 +138,7 @@ class HouseholdEnv:
         if pool == "committed":
             pool_dir = COMMITTED_POOL_DIR
         else:
-            pool_dir = ensure_large_pool(cache, n_games=n_large, first_seed=large_first_seed)
+            pool_dir = ensure_large_pool(cache, n_games=n_large, first_seed=large_first_seed, n_eval=n_eval)
         manifest = read_manifest(pool_dir)
         self.games_dir = games_folder(pool_dir, manifest, cache)
         self.games = {split: [g for g in manifest["games"] if g["split"] == split] for split in SPLITS}

@@ -44,6 +44,12 @@ SPLITS = ("train", "val", "eval")
 # [768, n) training; its valid sizes are multiples of 256 (whole grids) from 768 to 4096.
 LARGE_BLOCK, LARGE_FIRST_VAL, LARGE_FIRST_EXTRA_TRAIN = 16, 512, 768
 LARGE_SIZES = tuple(range(768, 4096 + 1, 256))
+# More held-out games for a tighter eval (env.kwargs.n_eval > 256): extra eval game j is made from
+# seed first_seed + EXTRA_EVAL_SEED_OFFSET + j on the same size grid. The offset is above every
+# training game's seed and its retry ladder (first_seed + 4095 + 19 * RETRY_SEED_STEP), so an
+# extra eval game is never a training game of any large pool, whatever its n_large.
+EVAL_SIZES = tuple(range(256, 2048 + 1, 256))
+EXTRA_EVAL_SEED_OFFSET = 1_000_000
 ENTRY_SUFFIX = ".entry.json"  # a generated game's manifest entry, written when the game is done
 GAME_FILE_SUFFIXES = (".z8", ".json")  # a game's story file and its textworld state file
 RETRY_SEED_STEP = 10_000  # generate_game tries seed, seed + 10_000, ... until a quest exists
@@ -98,6 +104,19 @@ def large_pool_specs(n_games: int, *, first_seed: int = 1001) -> list[dict]:
     specs = pool_specs(n_games, first_seed=first_seed, eval_every=2, split_block=LARGE_BLOCK)
     for i in range(LARGE_FIRST_VAL, n_games):
         specs[i]["split"] = "val" if i < LARGE_FIRST_EXTRA_TRAIN else "train"
+    return specs
+
+
+def extra_eval_specs(n_eval: int, *, first_seed: int = 1001) -> list[dict]:
+    """The eval games past the large pool's first 256 (n_eval - 256 of them): extra game j has
+    the grid's size (rooms 2 + j % 4, quest length 1 + (j // 4) % 4), seed
+    first_seed + EXTRA_EVAL_SEED_OFFSET + j and the name `x<j>_w<rooms>_q<quest>`."""
+    if n_eval not in EVAL_SIZES:
+        raise ValueError(f"the large household pool has n_eval in {', '.join(map(str, EVAL_SIZES))} "
+                         f"(multiples of 256 up to 2048); got {n_eval!r}")
+    specs = pool_specs(n_eval - 256, first_seed=first_seed + EXTRA_EVAL_SEED_OFFSET, eval_every=2)
+    for j, spec in enumerate(specs):
+        spec.update(name=f"x{j:03d}_w{spec['world_size']}_q{spec['quest_length']}", split="eval")
     return specs
 
 
@@ -344,9 +363,15 @@ def ensure_generated_pool(cache_dir: Path, *, n_games: int, first_seed: int, eva
     return ensure_pool(pool_dir, specs, log=log)
 
 
-def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int,
+def large_pool_name(n_games: int, first_seed: int, n_eval: int = 256) -> str:
+    """`large-n<n_games>-s<first_seed>`, plus `-e<n_eval>` when it holds extra eval games."""
+    return f"large-n{n_games}-s{first_seed}" + ("" if n_eval == 256 else f"-e{n_eval}")
+
+
+def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int, n_eval: int = 256,
                       log: Callable[[str], None] = _log_stderr) -> Path:
-    """The large pool (large_pool_specs: train / val / eval) under cache_dir; a cache holding the
-    earlier 512-game pool (`generated-n512-s1001-e2-b16`) gives its 512 games to it."""
-    specs = large_pool_specs(n_games, first_seed=first_seed)
-    return ensure_pool(Path(cache_dir) / f"large-n{n_games}-s{first_seed}", specs, log=log)
+    """The large pool (large_pool_specs: train / val / eval, then extra_eval_specs' eval games)
+    under cache_dir; finished games of sibling pools (the earlier 512-game pool, a large pool with
+    fewer eval games) are copied, not generated."""
+    specs = large_pool_specs(n_games, first_seed=first_seed) + extra_eval_specs(n_eval, first_seed=first_seed)
+    return ensure_pool(Path(cache_dir) / large_pool_name(n_games, first_seed, n_eval), specs, log=log)

@@ -16,7 +16,7 @@ from typing import Callable
 import yaml
 
 from arena.config import BadConfig, load_config, to_plain
-from arena.envs import eval_seed, make
+from arena.envs import eval_seed, eval_size, make
 from arena.runs import RunFolder, atomic_write_text
 from arena.runs.provenance import provenance
 
@@ -40,6 +40,10 @@ def prepare(args: dict):
         raise BadEvalInput(str(exc)) from exc
     if int(cfg.seed) < 0 or int(cfg.eval.n) < 1:
         raise BadEvalInput(f"need seed >= 0 (the first held-out episode) and n >= 1; got seed={cfg.seed}, n={cfg.eval.n}")
+    size = eval_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))  # episodes i >= size would replay i mod size
+    if size is not None and int(cfg.seed) + int(cfg.eval.n) > size:
+        raise BadEvalInput(f"seed={cfg.seed} n={cfg.eval.n} asks for held-out episodes past the {size} distinct ones of "
+                           f"env {cfg.env.name} (env.kwargs={to_plain(cfg.env.kwargs)}); valid: seed + n <= {size}")
     return cfg, build_options(opts, cfg)
 
 

@@ -54,7 +54,7 @@ def test_env_without_validation_split_is_named_in_the_log_and_report(monkeypatch
     # household's committed pool has no validation games (arena.envs.validation_size == 0): its
     # validation seeds play training games, which BC must say instead of reporting "validation"
     logs = []
-    cfg = load_config(["env=household", "bc.band=[0.3,0.45]"])
+    cfg = load_config(["env=household", "env.kwargs.pool=committed", "bc.band=[0.3,0.45]"])
     monkeypatch.setattr(bc_stop, "evaluate", lambda *a, **k: {"success_rate": 0.5})
     stop = bc_stop.BandStop.from_config(cfg, _Model(), None, log=logs.append)
     assert stop.report()["val_split"] == "train" and any("no validation split" in line for line in logs)

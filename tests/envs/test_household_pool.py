@@ -10,8 +10,10 @@ from arena.cli import main
 from arena.envs import eval_seed
 from arena.envs import household_games
 from arena.envs.household import VAL_SEED_OFFSET, BadHouseholdPool, HouseholdEnv, check_available
-from arena.envs.household_games import (ENTRY_SUFFIX, LARGE_SIZES, MANIFEST_NAME, ensure_pool, large_pool_specs,
-                                        pool_specs, read_manifest, reusable_games, same_game)
+from arena.envs.household_games import (ENTRY_SUFFIX, EXTRA_EVAL_SEED_OFFSET, LARGE_SIZES, MANIFEST_NAME,
+                                        RETRY_SEED_STEP, ensure_large_pool, ensure_pool, extra_eval_specs,
+                                        large_pool_name, large_pool_specs, pool_specs, read_manifest,
+                                        reusable_games, same_game)
 
 GRID = {(w, q) for w in range(2, 6) for q in range(1, 5)}  # rooms 2-5 x quest length 1-4
 
@@ -153,3 +155,56 @@ def test_band_stop_never_validates_on_training_games(tmp_path, capsys):
     check_env_available(load_config(["env=household", "env.kwargs.pool=large", "bc.band=[]", "bc.val_n=300"]))
     check_env_available(load_config(["env=household", "env.kwargs.pool=large", "budget=learn",
                                      "bc.val_n=300", f"model.path={tmp_path}"]))
+
+
+def test_extra_eval_games_come_from_seeds_no_training_game_uses():
+    """Hand-derived: extra game j = 5 has rooms 2 + 5 % 4 = 3, quest 1 + (5 // 4) % 4 = 2,
+    2 * 3 + 2 = 8 objects, seed 1001 + 1_000_000 + 5. The largest pool's training seeds with
+    their retries reach at most 1001 + 4095 + 19 * 10_000 = 195_096 < 1_001_001."""
+    specs = extra_eval_specs(512)
+    assert len(specs) == 256 and extra_eval_specs(256) == []
+    assert specs[5] == dict(name="x005_w3_q2", world_size=3, nb_objects=8, quest_length=2,
+                            seed=1001 + EXTRA_EVAL_SEED_OFFSET + 5, split="eval")
+    sizes = [(g["world_size"], g["quest_length"]) for g in specs]
+    assert set(sizes) == GRID and len({sizes.count(size) for size in GRID}) == 1  # 16 whole grids
+    assert 1001 + max(LARGE_SIZES) - 1 + 19 * RETRY_SEED_STEP < min(g["seed"] for g in specs)
+    with pytest.raises(ValueError, match="256, 512, 768"):
+        extra_eval_specs(300)
+    assert large_pool_name(768, 1001) == "large-n768-s1001"
+    assert large_pool_name(768, 1001, 512) == "large-n768-s1001-e512"
+
+
+def test_a_pool_with_extra_eval_games_keeps_every_other_game_and_adds_eval_games(tmp_path, monkeypatch):
+    """The 768-game pool exists (fake games); the same pool with n_eval=512 copies its 768 games and
+    generates only the 256 extra ones. Seeds: eval_seed(3) -> eval game 3 = g019_w5_q1 as before;
+    eval_seed(256 + 5) -> extra game 5 = x005_w3_q2; eval_seed(512) wraps to eval game 0 = game 16
+    (rooms 2 + 16 % 4 = 2, quest 1 + 4 % 4 = 1); validation and training seeds play what they did."""
+    made = []
+
+    def fake_generate(out_dir, spec):
+        made.append(spec["name"])
+        _fake_game(out_dir, spec, walkthrough=["made"], entry=False)
+        return dict(spec, walkthrough=["made"])
+
+    monkeypatch.setattr(household_games, "generate_game", fake_generate)
+    ensure_large_pool(tmp_path, n_games=768, first_seed=1001, log=lambda line: None)
+    assert len(made) == 768
+    made.clear()
+    pool = ensure_large_pool(tmp_path, n_games=768, first_seed=1001, n_eval=512, log=lambda line: None)
+    assert pool.name == "large-n768-s1001-e512" and len(made) == 256 and all(n.startswith("x") for n in made)
+    env = HouseholdEnv(pool="large", cache_dir=str(tmp_path), n_large=768, n_eval=512)
+    assert [len(env.games[k]) for k in ("train", "val", "eval")] == [256, 256, 512]
+    assert env.game_for_seed(eval_seed(3))["name"] == "g019_w5_q1"
+    assert env.game_for_seed(eval_seed(261))["name"] == "x005_w3_q2"
+    assert env.game_for_seed(eval_seed(512))["name"] == "g016_w2_q1"
+    assert env.game_for_seed(VAL_SEED_OFFSET + 5)["name"] == "g517_w3_q2"
+    assert env.game_for_seed(3)["name"] == "g003_w5_q1"
+
+
+def test_bad_eval_size_exits_2_with_the_valid_values(capsys):
+    with pytest.raises(BadHouseholdPool, match="256, 512"):
+        check_available(pool="large", n_eval=300)
+    with pytest.raises(BadHouseholdPool, match="needs env.kwargs.pool=large"):
+        check_available(pool="committed", n_eval=512)
+    assert main(["envs", "check", "env=household", "pool=large", "n_eval=300"]) == 2
+    assert "valid: 256, 512, 768" in capsys.readouterr().err

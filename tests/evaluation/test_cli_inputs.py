@@ -18,6 +18,9 @@ from arena.cli import main
     (["policy=openai", "model=m", "concurrency=many"], "concurrency='many': expected an integer >= 1"),
     (["policy=openai", "model=m", "n=0"], "n=0"),  # checked by the run config (eval.n) or by eval
     (["policy=openai", "model=m", "env=chess"], "unknown env 'chess'; valid:"),
+    # the committed household pool has 10 eval games: episodes 5..10 would replay game 0 as the 6th
+    (["policy=openai", "model=m", "env=household", "env.kwargs.pool=committed", "seed=5", "n=6"],
+     "valid: seed + n <= 10"),
     (["policy=openai", "model=m", "no_such_key=1"], "unknown key"),
     (["policy=openai", "model=m", "max_tokens_field=length"], "unknown max_tokens_field 'length'; valid: max_tokens, max_completion_tokens"),
     (["policy=openai", "model=m", "sampling_params=maybe"], "sampling_params='maybe'; valid: true, false"),
