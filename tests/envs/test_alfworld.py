@@ -201,6 +201,9 @@ def test_tiny_data_layout_is_found_through_alfworld_data(tiny_alfworld):
     unseen = AlfworldEnv(eval_split="eval_out_of_distribution")
     assert [p.parts[-3] for p in unseen.games["eval"]] == ["pick_heat_then_place_in_recep-Egg-None-Fridge-5"]
     check_available("alfworld")  # no error: package and data are there
+    # one playable eval game per split: an eval of 2 episodes would replay it (exit 2 up front)
+    from arena.envs import eval_size
+    assert eval_size("alfworld") == eval_size("alfworld", eval_split="eval_out_of_distribution") == 1
 
 
 def test_expert_plays_every_tiny_game(tiny_alfworld):
