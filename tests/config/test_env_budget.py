@@ -48,11 +48,11 @@ def test_sokoban_configs_are_the_env_and_budget_files_alone():
 def test_tir_math_budgets_start_from_a_converged_bc():
     # docs/testbed.md, "Converged starts" (runs TM4-TM9): level medium, 400 demos, 800 fixed SFT
     # steps, no format penalty; budget=learn keeps the tiny model (hidden 64) of those runs.
-    for budget, hidden in (("default", None), ("learn", 64)):
+    for budget in ("default", "learn"):
         cfg = load_config(["env=tir_math", f"budget={budget}"])
         assert (cfg.env.kwargs.level, cfg.env.penalty_coef, cfg.bc.demos, cfg.bc.steps, list(cfg.bc.band)) == (
             "medium", 0.0, 400, 800, [])
-        assert cfg.model.hidden == hidden
+        assert cfg.model.hidden is None  # the tiny preset (hidden 64), not budget=learn's 96
     assert load_config(["env=tir_math", "budget=learn"]).steps == 100
 
 
@@ -79,3 +79,16 @@ def test_an_eval_larger_than_the_eval_split_exits_2(tmp_path, capsys):
     assert main(args) == 2
     assert "valid: eval.n <= 10" in capsys.readouterr().err
     assert not (tmp_path / "run").exists() and not (tmp_path / "bc").exists()  # nothing written
+
+
+def test_shop_budgets_stop_bc_past_its_transition_and_drop_the_penalty():
+    # docs/testbed.md, "The shop task" (runs SR3, SL0, SL1): 10 turns, no format penalty, the band
+    # [0.30, 0.60] checked every 100 SFT steps on 128 validation goals from step 1000 (two in a row)
+    for budget in ("default", "learn", "stress"):
+        cfg = load_config(["env=shop", f"budget={budget}"])
+        assert (cfg.env.kwargs.max_turns, cfg.env.kwargs.n_products, cfg.env.penalty_coef) == (10, 3000, 0.0)
+        assert (list(cfg.bc.band), cfg.bc.min_steps, cfg.bc.val_every, cfg.bc.val_n, cfg.bc.confirm, cfg.bc.steps) == (
+            [0.30, 0.60], 1000, 100, 128, 2, 2000)
+    learn = load_config(["env=shop", "budget=learn"])
+    assert (learn.steps, learn.eval.n, learn.test_freq, learn.model.hidden, learn.lr) == (40, 512, 10, None, 1e-4)
+    assert load_config(["env=shop", "budget=smoke"]).env.penalty_coef == 0.1  # the env yaml's

@@ -13,52 +13,17 @@ each (two 2-thread processes on 2 cores thrash), the next starting as soon as on
 is BC (~1 min) + 100 RL steps with 25 evals of 1024 rooms (8.7-9.6 min a run measured at load
 2.5), so ~30 minutes for the test (2023 s at load ~3). Each run has a 30-minute timeout."""
 import json
-import math
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[2]
+from .learning_runs import failed_logs, gains, mean_gain, run_seeds
+
 SEEDS = (0, 1, 2, 3, 4)
 PARALLEL = 2
 MARGIN_SE = 2.5
 RUN_TIMEOUT_S = 30 * 60
 
 pytestmark = pytest.mark.slow
-
-
-def _launch(seed: int, tmp_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE",
-           "WANDB_MODE": "disabled"}
-    log = open(tmp_path / f"rl{seed}.log", "w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "arena.cli", "train", "budget=learn", "po.method=grpo", f"seed={seed}",
-         f"results_dir={tmp_path}", f"out={tmp_path / f'rl{seed}'}"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
-
-
-def _run_all(tmp_path: Path) -> list[int]:
-    """Runs every seed, PARALLEL at a time; returns the seeds whose run failed."""
-    pending, running, failed = list(SEEDS), {}, []
-    while pending or running:
-        while pending and len(running) < PARALLEL:
-            seed = pending.pop(0)
-            running[seed] = (_launch(seed, tmp_path), time.monotonic())
-        time.sleep(2)
-        for seed, (proc, started) in list(running.items()):
-            if proc.poll() is None and time.monotonic() - started > RUN_TIMEOUT_S:
-                proc.kill()
-                proc.wait()
-            if proc.poll() is not None:
-                del running[seed]
-                if proc.returncode != 0:
-                    failed.append(seed)
-    return failed
 
 
 # What the testbed showed (docs/testbed.md, "A wider model"): seed 0 44.7% -> 57.0% (+12.3 points,
@@ -70,30 +35,18 @@ def _run_all(tmp_path: Path) -> list[int]:
 #   the mean gain over the five seeds, g = (1/5) sum_s (p1_s - p0_s), is >= 2.5 SE_g with
 #   SE_g = sqrt(sum_s SE_s^2) / 5 (independent seeds).
 def test_grpo_beats_its_start_beyond_noise_on_every_seed(tmp_path):
-    failed = _run_all(tmp_path)
-    logs = {s: (tmp_path / f"rl{s}.log").read_text()[-3000:] for s in failed}
-    assert not failed, logs
+    failed = run_seeds(["budget=learn", "po.method=grpo"], SEEDS, tmp_path, parallel=PARALLEL, timeout_s=RUN_TIMEOUT_S)
+    assert not failed, failed_logs(failed, tmp_path)
     reports = [json.loads(f.read_text()) for f in sorted((tmp_path / "bc").glob("*/bc.json"))]
     assert len(reports) == len(SEEDS)  # one BC per seed: the seed is in the BC key
     assert all(r["in_band"] for r in reports), [(r["val_success"], r["steps"]) for r in reports]
-    lines, gains, variances, below = [], [], [], []
-    for seed in SEEDS:
-        out = tmp_path / f"rl{seed}"
-        n = OmegaConf.load(out / "config.yaml").eval.n
-        summary = json.loads((out / "summary.json").read_text())
-        p0, p1 = summary["initial_eval_success"], summary["final_eval_success"]
-        se = math.sqrt(p0 * (1 - p0) / n + p1 * (1 - p1) / n)
-        lines.append(f"seed {seed}: step 0 {p0:.3f} -> {p1:.3f} (+{p1 - p0:.3f}, {(p1 - p0) / se:.2f} SE, n={n})")
-        print(lines[-1])
-        assert n >= 512
-        assert 0.15 <= p0 <= 0.70, f"seed {seed}: step-0 success {p0} outside [0.15, 0.70]"
-        gains.append(p1 - p0)
-        variances.append(se * se)
-        if p1 - p0 < MARGIN_SE * se:
-            below.append(seed)
-    mean_gain = sum(gains) / len(gains)
-    se_mean = math.sqrt(sum(variances)) / len(gains)
-    lines.append(f"mean gain {mean_gain:.3f} ({mean_gain / se_mean:.2f} SE of the mean)")
-    print(lines[-1])
-    assert mean_gain >= MARGIN_SE * se_mean, "\n".join(lines)
+    rows = gains(SEEDS, tmp_path)
+    for r in rows:
+        assert r["n"] >= 512
+        assert 0.15 <= r["p0"] <= 0.70, f"seed {r['seed']}: step-0 success {r['p0']} outside [0.15, 0.70]"
+    g, se_g = mean_gain(rows)
+    lines = [f"seed {r['seed']}: {r['p0']:.3f} -> {r['p1']:.3f} ({r['gain'] / r['se']:.2f} SE)" for r in rows]
+    print(f"mean gain {g:.3f} ({g / se_g:.2f} SE of the mean)")
+    assert g >= MARGIN_SE * se_g, "; ".join(lines)
+    below = [r["seed"] for r in rows if r["gain"] < MARGIN_SE * r["se"]]
     assert not below, f"per-seed bar not met on seeds {below}: " + "; ".join(lines)

@@ -145,7 +145,7 @@ def test_band_stop_never_validates_on_training_games(tmp_path, capsys):
     assert validation_size("household", pool="large", n_large=768) == len(env.games["val"]) == 256
     assert validation_size("household", pool="large") == 256
     assert validation_size("household") == 0 and validation_size("sokoban", dim=7) is None
-    args = ["bc", "env=household", "env.kwargs.pool=large", "budget=learn", f"results_dir={tmp_path}"]
+    args = ["bc", "env=household", "budget=default", f"results_dir={tmp_path}"]  # household_default: pool=large, a band
     assert main(args + ["bc.val_n=300"]) == 2
     err = capsys.readouterr().err
     assert "bc.val_n=300" in err and "valid: bc.val_n <= 256" in err

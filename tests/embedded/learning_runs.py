@@ -1,0 +1,73 @@
+"""The harness of the learning tests (test_learning_bar.py: Sokoban; test_shop_learning.py: shop):
+one `arena train` subprocess per seed, `parallel` at a time with one torch thread each (two
+2-thread processes on 2 cores thrash), and the bar they check.
+
+    SE_s = sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n),  p0 = step-0 eval (the BC model), p1 = final eval
+    bar per seed: p1_s - p0_s >= margin * SE_s
+    mean gain g = (1/S) sum_s (p1_s - p0_s) >= margin * SE_g,  SE_g = sqrt(sum_s SE_s^2) / S
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def launch(args: list[str], seed: int, tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE",
+           "WANDB_MODE": "disabled"}
+    log = open(tmp_path / f"rl{seed}.log", "w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "arena.cli", "train", *args, f"seed={seed}",
+         f"results_dir={tmp_path}", f"out={tmp_path / f'rl{seed}'}"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def run_seeds(args: list[str], seeds, tmp_path: Path, *, parallel: int, timeout_s: float) -> list[int]:
+    """Runs every seed, `parallel` at a time, the next starting as soon as one ends; a run past
+    timeout_s is killed. Returns the seeds whose run failed."""
+    pending, running, failed = list(seeds), {}, []
+    while pending or running:
+        while pending and len(running) < parallel:
+            seed = pending.pop(0)
+            running[seed] = (launch(args, seed, tmp_path), time.monotonic())
+        time.sleep(2)
+        for seed, (proc, started) in list(running.items()):
+            if proc.poll() is None and time.monotonic() - started > timeout_s:
+                proc.kill()
+                proc.wait()
+            if proc.poll() is not None:
+                del running[seed]
+                if proc.returncode != 0:
+                    failed.append(seed)
+    return failed
+
+
+def failed_logs(failed, tmp_path: Path) -> dict:
+    return {s: (tmp_path / f"rl{s}.log").read_text()[-3000:] for s in failed}
+
+
+def gains(seeds, tmp_path: Path) -> list[dict]:
+    """Per seed: n (eval episodes), p0, p1, the gain and its SE, read from the run folders."""
+    rows = []
+    for seed in seeds:
+        out = tmp_path / f"rl{seed}"
+        n = OmegaConf.load(out / "config.yaml").eval.n
+        summary = json.loads((out / "summary.json").read_text())
+        p0, p1 = summary["initial_eval_success"], summary["final_eval_success"]
+        se = math.sqrt(p0 * (1 - p0) / n + p1 * (1 - p1) / n)
+        rows.append(dict(seed=seed, n=n, p0=p0, p1=p1, gain=p1 - p0, se=se))
+        print(f"seed {seed}: step 0 {p0:.3f} -> {p1:.3f} ({p1 - p0:+.3f}, {(p1 - p0) / se:.2f} SE, n={n})")
+    return rows
+
+
+def mean_gain(rows: list[dict]) -> tuple[float, float]:
+    """(g, SE_g) over independent seeds (module docstring)."""
+    g = sum(r["gain"] for r in rows) / len(rows)
+    return g, math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)

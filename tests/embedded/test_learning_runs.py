@@ -1,0 +1,28 @@
+"""The learning tests' bar arithmetic (learning_runs.gains, mean_gain) on hand-made run folders."""
+import json
+import math
+
+import pytest
+
+from .learning_runs import gains, mean_gain
+
+
+def _run(tmp_path, seed, n, p0, p1):
+    out = tmp_path / f"rl{seed}"
+    out.mkdir()
+    (out / "config.yaml").write_text(f"eval:\n  n: {n}\n")
+    (out / "summary.json").write_text(json.dumps({"initial_eval_success": p0, "final_eval_success": p1}))
+
+
+def test_gain_and_its_standard_errors_by_hand(tmp_path):
+    # seed 0: n = 100, p0 = 0.5, p1 = 0.6: SE = sqrt(0.25/100 + 0.24/100) = sqrt(0.0049) = 0.07
+    # seed 1: n = 400, p0 = 0.2, p1 = 0.2: SE = sqrt(2 * 0.16 / 400) = sqrt(0.0008)
+    _run(tmp_path, 0, 100, 0.5, 0.6)
+    _run(tmp_path, 1, 400, 0.2, 0.2)
+    rows = gains([0, 1], tmp_path)
+    assert [r["n"] for r in rows] == [100, 400]
+    assert rows[0]["gain"] == pytest.approx(0.1) and rows[0]["se"] == pytest.approx(0.07, rel=1e-12)
+    assert rows[1]["gain"] == 0.0 and rows[1]["se"] == pytest.approx(math.sqrt(0.0008), rel=1e-12)
+    # g = (0.1 + 0) / 2 = 0.05; SE_g = sqrt(0.0049 + 0.0008) / 2 = sqrt(0.0057) / 2
+    g, se_g = mean_gain(rows)
+    assert g == pytest.approx(0.05) and se_g == pytest.approx(math.sqrt(0.0057) / 2, rel=1e-12)
