@@ -71,3 +71,25 @@ def mean_gain(rows: list[dict]) -> tuple[float, float]:
     """(g, SE_g) over independent seeds (module docstring)."""
     g = sum(r["gain"] for r in rows) / len(rows)
     return g, math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)
+
+
+def assert_bc_in_band(tmp_path: Path, n_seeds: int) -> None:
+    """One band BC per seed (the seed is in the BC key), each stopped inside its band."""
+    reports = [json.loads(f.read_text()) for f in sorted((tmp_path / "bc").glob("*/bc.json"))]
+    assert len(reports) == n_seeds
+    assert all(r["in_band"] for r in reports), [(r["val_success"], r["steps"]) for r in reports]
+
+
+def assert_bar(seeds, tmp_path: Path, *, margin: float, min_n: int, headroom=(0.15, 0.70)) -> None:
+    """Every run's n >= min_n and step-0 success inside `headroom`; the mean gain >= margin SE_g;
+    every seed's gain >= margin SE_s (module docstring)."""
+    rows = gains(seeds, tmp_path)
+    for r in rows:
+        assert r["n"] >= min_n
+        assert headroom[0] <= r["p0"] <= headroom[1], f"seed {r['seed']}: step-0 success {r['p0']} outside {headroom}"
+    lines = [f"seed {r['seed']}: {r['p0']:.3f} -> {r['p1']:.3f} ({r['gain'] / r['se']:.2f} SE)" for r in rows]
+    g, se_g = mean_gain(rows)
+    print(f"mean gain {g:.3f} ({g / se_g:.2f} SE of the mean)")
+    assert g >= margin * se_g, "; ".join(lines)
+    below = [r["seed"] for r in rows if r["gain"] < margin * r["se"]]
+    assert not below, f"per-seed bar not met on seeds {below}: " + "; ".join(lines)

@@ -12,11 +12,9 @@ Wall time (2 cores): the five runs share the results dir and go two at a time, o
 each (two 2-thread processes on 2 cores thrash), the next starting as soon as one ends; one run
 is BC (~1 min) + 100 RL steps with 25 evals of 1024 rooms (8.7-9.6 min a run measured at load
 2.5), so ~30 minutes for the test (2023 s at load ~3). Each run has a 30-minute timeout."""
-import json
-
 import pytest
 
-from .learning_runs import failed_logs, gains, mean_gain, run_seeds
+from .learning_runs import assert_bar, assert_bc_in_band, failed_logs, run_seeds
 
 SEEDS = (0, 1, 2, 3, 4)
 PARALLEL = 2
@@ -37,16 +35,5 @@ pytestmark = pytest.mark.slow
 def test_grpo_beats_its_start_beyond_noise_on_every_seed(tmp_path):
     failed = run_seeds(["budget=learn", "po.method=grpo"], SEEDS, tmp_path, parallel=PARALLEL, timeout_s=RUN_TIMEOUT_S)
     assert not failed, failed_logs(failed, tmp_path)
-    reports = [json.loads(f.read_text()) for f in sorted((tmp_path / "bc").glob("*/bc.json"))]
-    assert len(reports) == len(SEEDS)  # one BC per seed: the seed is in the BC key
-    assert all(r["in_band"] for r in reports), [(r["val_success"], r["steps"]) for r in reports]
-    rows = gains(SEEDS, tmp_path)
-    for r in rows:
-        assert r["n"] >= 512
-        assert 0.15 <= r["p0"] <= 0.70, f"seed {r['seed']}: step-0 success {r['p0']} outside [0.15, 0.70]"
-    g, se_g = mean_gain(rows)
-    lines = [f"seed {r['seed']}: {r['p0']:.3f} -> {r['p1']:.3f} ({r['gain'] / r['se']:.2f} SE)" for r in rows]
-    print(f"mean gain {g:.3f} ({g / se_g:.2f} SE of the mean)")
-    assert g >= MARGIN_SE * se_g, "; ".join(lines)
-    below = [r["seed"] for r in rows if r["gain"] < MARGIN_SE * r["se"]]
-    assert not below, f"per-seed bar not met on seeds {below}: " + "; ".join(lines)
+    assert_bc_in_band(tmp_path, len(SEEDS))
+    assert_bar(SEEDS, tmp_path, margin=MARGIN_SE, min_n=512)

@@ -26,3 +26,19 @@ def test_gain_and_its_standard_errors_by_hand(tmp_path):
     # g = (0.1 + 0) / 2 = 0.05; SE_g = sqrt(0.0049 + 0.0008) / 2 = sqrt(0.0057) / 2
     g, se_g = mean_gain(rows)
     assert g == pytest.approx(0.05) and se_g == pytest.approx(math.sqrt(0.0057) / 2, rel=1e-12)
+
+
+def test_assert_bar_fails_on_the_seed_below_the_margin(tmp_path):
+    # seed 0 as above: gain 0.1 = 1.43 SE (0.1 / 0.07); seed 2: n = 400, p0 = 0.2, p1 = 0.4,
+    # SE = sqrt(0.16/400 + 0.24/400) = sqrt(0.001) = 0.0316, gain 0.2 = 6.3 SE.
+    # Mean: g = 0.15, SE_g = sqrt(0.0049 + 0.001) / 2 = 0.0384: 3.9 SE, so only the per-seed bar fails.
+    from .learning_runs import assert_bar
+    _run(tmp_path, 0, 100, 0.5, 0.6)
+    _run(tmp_path, 2, 400, 0.2, 0.4)
+    assert_bar([2], tmp_path, margin=2.5, min_n=400)
+    with pytest.raises(AssertionError, match=r"per-seed bar not met on seeds \[0\]"):
+        assert_bar([0, 2], tmp_path, margin=2.5, min_n=100)
+    with pytest.raises(AssertionError):
+        assert_bar([2], tmp_path, margin=2.5, min_n=512)  # n = 400 < 512
+    with pytest.raises(AssertionError, match="outside"):
+        assert_bar([2], tmp_path, margin=2.5, min_n=400, headroom=(0.25, 0.70))  # p0 = 0.2

@@ -6,11 +6,9 @@ above its own step-0 eval on seeds 0 and 1, greedy (the bar and SE of learning_r
 Wall time (2 cores): the two runs go side by side, one torch thread each; one run is BC (the
 catalogue and 1000 expert demos in seconds, then 1000-1200 SFT steps) + 40 RL steps with 13
 evals of 512 goals. Each run has a 40-minute timeout."""
-import json
-
 import pytest
 
-from .learning_runs import failed_logs, gains, mean_gain, run_seeds
+from .learning_runs import assert_bar, assert_bc_in_band, failed_logs, run_seeds
 
 SEEDS = (0, 1)
 PARALLEL = 2
@@ -25,18 +23,7 @@ pytestmark = pytest.mark.slow
 # Asserted: every run finishes, every BC stops in its band, step 0 in the headroom [15%, 70%],
 # n >= 512; per seed p1_s - p0_s >= 2.5 SE_s; the mean gain >= 2.5 SE of the mean.
 def test_grpo_beats_its_start_beyond_noise_on_shop(tmp_path):
-    failed = run_seeds(["env=shop", "budget=learn", "po.method=grpo"], SEEDS, tmp_path, parallel=PARALLEL,
-                       timeout_s=RUN_TIMEOUT_S)
+    failed = run_seeds(["env=shop", "budget=learn", "po.method=grpo"], SEEDS, tmp_path, parallel=PARALLEL, timeout_s=RUN_TIMEOUT_S)
     assert not failed, failed_logs(failed, tmp_path)
-    reports = [json.loads(f.read_text()) for f in sorted((tmp_path / "bc").glob("*/bc.json"))]
-    assert len(reports) == len(SEEDS)  # one BC per seed: the seed is in the BC key
-    assert all(r["in_band"] for r in reports), [(r["val_success"], r["steps"]) for r in reports]
-    rows = gains(SEEDS, tmp_path)
-    for r in rows:
-        assert r["n"] >= 512
-        assert 0.15 <= r["p0"] <= 0.70, f"seed {r['seed']}: step-0 success {r['p0']} outside [0.15, 0.70]"
-    lines = [f"seed {r['seed']}: {r['p0']:.3f} -> {r['p1']:.3f} ({r['gain'] / r['se']:.2f} SE)" for r in rows]
-    g, se_g = mean_gain(rows)
-    assert g >= MARGIN_SE * se_g, "; ".join(lines)
-    below = [r["seed"] for r in rows if r["gain"] < MARGIN_SE * r["se"]]
-    assert not below, f"per-seed bar not met on seeds {below}: " + "; ".join(lines)
+    assert_bc_in_band(tmp_path, len(SEEDS))
+    assert_bar(SEEDS, tmp_path, margin=MARGIN_SE, min_n=512)

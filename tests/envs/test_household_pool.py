@@ -58,18 +58,25 @@ def _fake_game(folder, spec, walkthrough=("take x", "put x on y"), entry=True):
         (folder / f"{spec['name']}{ENTRY_SUFFIX}").write_text(json.dumps(dict(spec, walkthrough=list(walkthrough))))
 
 
-def test_new_pool_copies_matching_finished_games_and_generates_the_rest(tmp_path, monkeypatch):
-    """Donor folder `old` (other split rule, same first seed 7) finished g000 and g001 and began
-    g002 (story file, no entry); folder `alien` holds g003 made from another seed (107 != 10).
-    A 4-game pool must copy g000 and g001 (hard links, its own split), generate g002 and g003."""
-    calls = []
+def _fake_generator(monkeypatch) -> list[str]:
+    """household_games.generate_game writes a fake game (walkthrough ["made"], no entry file: the
+    caller writes it); returns the list the names of the games it makes are appended to."""
+    made = []
 
     def fake_generate(out_dir, spec):
-        calls.append(spec["name"])
+        made.append(spec["name"])
         _fake_game(out_dir, spec, walkthrough=["made"], entry=False)
         return dict(spec, walkthrough=["made"])
 
     monkeypatch.setattr(household_games, "generate_game", fake_generate)
+    return made
+
+
+def test_new_pool_copies_matching_finished_games_and_generates_the_rest(tmp_path, monkeypatch):
+    """Donor folder `old` (other split rule, same first seed 7) finished g000 and g001 and began
+    g002 (story file, no entry); folder `alien` holds g003 made from another seed (107 != 10).
+    A 4-game pool must copy g000 and g001 (hard links, its own split), generate g002 and g003."""
+    calls = _fake_generator(monkeypatch)
     old_specs = pool_specs(4, first_seed=7, eval_every=2, split_block=1)  # splits train, eval, train, eval
     for spec in old_specs[:2]:
         _fake_game(tmp_path / "old", spec)
@@ -179,14 +186,7 @@ def test_a_pool_with_extra_eval_games_keeps_every_other_game_and_adds_eval_games
     generates only the 256 extra ones. Seeds: eval_seed(3) -> eval game 3 = g019_w5_q1 as before;
     eval_seed(256 + 5) -> extra game 5 = x005_w3_q2; eval_seed(512) wraps to eval game 0 = game 16
     (rooms 2 + 16 % 4 = 2, quest 1 + 4 % 4 = 1); validation and training seeds play what they did."""
-    made = []
-
-    def fake_generate(out_dir, spec):
-        made.append(spec["name"])
-        _fake_game(out_dir, spec, walkthrough=["made"], entry=False)
-        return dict(spec, walkthrough=["made"])
-
-    monkeypatch.setattr(household_games, "generate_game", fake_generate)
+    made = _fake_generator(monkeypatch)
     ensure_large_pool(tmp_path, n_games=768, first_seed=1001, log=lambda line: None)
     assert len(made) == 768
     made.clear()
