@@ -37,6 +37,8 @@ def play_expert(env, seed):
 def test_committed_pool_is_small_and_split_20_10():
     assert (COMMITTED_POOL_DIR / ARCHIVE_NAME).stat().st_size < 2_000_000
     assert len(TRAIN) == 20 and len(EVAL) == 10
+    from arena.envs import eval_size
+    assert eval_size("household") == len(EVAL)  # the limit of eval.n on the committed pool
     names = [g["name"] for g in MANIFEST["games"]]
     assert len(set(names)) == 30
     # Every size of the grid appears in both splits: rooms 2..5, quest length 1..4.
