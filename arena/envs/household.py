@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
-from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_FIRST_EXTRA_TRAIN, LARGE_FIRST_VAL, LARGE_SIZES,
-                              SPLITS, default_cache_dir, ensure_large_pool, games_folder, read_manifest)
+from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, LARGE_FIRST_EXTRA_TRAIN,
+                              LARGE_FIRST_VAL, LARGE_SIZES, SPLITS, default_cache_dir, ensure_large_pool,
+                              games_folder, read_manifest)
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
 DEFAULT_LARGE_GAMES = 1536  # 1024 train + 256 validation + 256 eval
-DEFAULT_LARGE_EVAL = 256  # eval games of the large pool; more are extra games (EVAL_SIZES)
-COMMITTED_EVAL_GAMES = 10  # the committed pool's eval split (its manifest; tests/envs/test_household.py)
+DEFAULT_LARGE_EVAL = LARGE_EVAL_GAMES  # eval games of the large pool; more are extra games (EVAL_SIZES)
 # = arena.backends.embedded.bc_stop.VAL_SEED_OFFSET (not imported: that module imports torch)
 VAL_SEED_OFFSET = EVAL_SEED_OFFSET // 2
 # The longest committed walkthrough has 4 commands; 15 turns leave room for ~3x that plus a few
@@ -107,12 +107,15 @@ def check_available(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES,
                                f"{', '.join(map(str, EVAL_SIZES))} (multiples of 256 up to 2048)")
     if pool == "committed" and n_eval != DEFAULT_LARGE_EVAL:
         raise BadHouseholdPool(f"env.kwargs.n_eval={n_eval!r} needs env.kwargs.pool=large; the committed pool "
-                               f"has {COMMITTED_EVAL_GAMES} eval games")
+                               f"has {eval_size()} eval games")
 
 
 def eval_size(pool: str = "committed", n_eval: int = DEFAULT_LARGE_EVAL, **_other_kwargs) -> int:
-    """Distinct eval games (arena.envs.eval_size): eval_seed(i) plays eval game i mod this."""
-    return COMMITTED_EVAL_GAMES if pool == "committed" else int(n_eval)
+    """Distinct eval games (arena.envs.eval_size): eval_seed(i) plays eval game i mod this. The
+    committed pool's count is read from its manifest (a small JSON file; nothing is extracted)."""
+    if pool == "committed":
+        return sum(game["split"] == "eval" for game in read_manifest(COMMITTED_POOL_DIR)["games"])
+    return int(n_eval)
 
 
 def validation_size(pool: str = "committed", **_other_kwargs) -> int:

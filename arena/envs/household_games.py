@@ -49,6 +49,7 @@ LARGE_SIZES = tuple(range(768, 4096 + 1, 256))
 # training game's seed and its retry ladder (first_seed + 4095 + 19 * RETRY_SEED_STEP), so an
 # extra eval game is never a training game of any large pool, whatever its n_large.
 EVAL_SIZES = tuple(range(256, 2048 + 1, 256))
+LARGE_EVAL_GAMES = EVAL_SIZES[0]  # the eval split of large_pool_specs; more are extra games
 EXTRA_EVAL_SEED_OFFSET = 1_000_000
 ENTRY_SUFFIX = ".entry.json"  # a generated game's manifest entry, written when the game is done
 GAME_FILE_SUFFIXES = (".z8", ".json")  # a game's story file and its textworld state file
@@ -114,7 +115,7 @@ def extra_eval_specs(n_eval: int, *, first_seed: int = 1001) -> list[dict]:
     if n_eval not in EVAL_SIZES:
         raise ValueError(f"the large household pool has n_eval in {', '.join(map(str, EVAL_SIZES))} "
                          f"(multiples of 256 up to 2048); got {n_eval!r}")
-    specs = pool_specs(n_eval - 256, first_seed=first_seed + EXTRA_EVAL_SEED_OFFSET, eval_every=2)
+    specs = pool_specs(n_eval - LARGE_EVAL_GAMES, first_seed=first_seed + EXTRA_EVAL_SEED_OFFSET, eval_every=2)
     for j, spec in enumerate(specs):
         spec.update(name=f"x{j:03d}_w{spec['world_size']}_q{spec['quest_length']}", split="eval")
     return specs
@@ -363,12 +364,12 @@ def ensure_generated_pool(cache_dir: Path, *, n_games: int, first_seed: int, eva
     return ensure_pool(pool_dir, specs, log=log)
 
 
-def large_pool_name(n_games: int, first_seed: int, n_eval: int = 256) -> str:
+def large_pool_name(n_games: int, first_seed: int, n_eval: int = LARGE_EVAL_GAMES) -> str:
     """`large-n<n_games>-s<first_seed>`, plus `-e<n_eval>` when it holds extra eval games."""
-    return f"large-n{n_games}-s{first_seed}" + ("" if n_eval == 256 else f"-e{n_eval}")
+    return f"large-n{n_games}-s{first_seed}" + ("" if n_eval == LARGE_EVAL_GAMES else f"-e{n_eval}")
 
 
-def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int, n_eval: int = 256,
+def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int, n_eval: int = LARGE_EVAL_GAMES,
                       log: Callable[[str], None] = _log_stderr) -> Path:
     """The large pool (large_pool_specs: train / val / eval, then extra_eval_specs' eval games)
     under cache_dir; finished games of sibling pools (the earlier 512-game pool, a large pool with
