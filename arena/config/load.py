@@ -21,6 +21,9 @@ OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
 # Keys that do not change what a run computes (docs/design.md, Run folder) plus sweep-only keys.
 NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", "search", "wandb",
                   "dimension", "seeds", "fail_fast", "tool_sandbox")  # tool_sandbox: a record in config.yaml, not a key
+# Keys added after results existed, hashed only off their default so that earlier cells keep
+# their ids (a resumed sweep finds its result files): (section, key) -> default.
+HASHED_OFF_DEFAULT = {("eval", "final_window"): True}
 GROUPS = ("env", "budget")
 
 
@@ -191,6 +194,9 @@ def to_plain(node: Any) -> Any:
 def cell_id(cfg: DictConfig) -> str:
     """A hash of the resolved config, without the keys that don't change the result."""
     plain = {k: v for k, v in to_plain(cfg).items() if k not in NOT_IN_CELL_ID}
+    for (section, key), default in HASHED_OFF_DEFAULT.items():
+        if isinstance(plain.get(section), dict) and plain[section].get(key, default) == default:
+            plain[section] = {k: v for k, v in plain[section].items() if k != key}
     plain["po"] = resolve_po(cfg).flat()
     blob = json.dumps(plain, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -67,6 +67,9 @@ class EvalConfig:
     n: int = 256  # held-out eval episodes per eval point
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0  # nucleus sampling of the eval
+    # evaluate every step of the final 20% (the stability window, docs/design.md §E); false: only
+    # step 0, every test_freq steps and the last step (embedded backend; the learning tests)
+    final_window: bool = True
 
 
 @dataclass

@@ -25,9 +25,11 @@ from typing import Optional, Sequence
 UNRESOLVED = "unresolved"
 
 
-def eval_steps(total_steps: int, test_freq: int) -> list[int]:
-    """The steps at which a run evaluates: 0, every test_freq, every step in the last 20%."""
-    window_start = math.ceil(0.8 * total_steps)
+def eval_steps(total_steps: int, test_freq: int, *, final_window: bool = True) -> list[int]:
+    """The steps at which a run evaluates: 0, every test_freq, and every step in the last 20%
+    (final_window) or only the last step (not final_window: a run that needs its start and end
+    alone, such as a learning test; its stability is then judged on fewer window points)."""
+    window_start = math.ceil(0.8 * total_steps) if final_window else total_steps
     steps = set(range(0, total_steps + 1, max(1, test_freq))) | set(range(window_start, total_steps + 1))
     return sorted(steps)
 

@@ -9,6 +9,14 @@ def test_eval_steps_cover_start_freq_and_final_window():
     assert eval_steps(20, 5) == [0, 5, 10, 15, 16, 17, 18, 19, 20]
 
 
+def test_eval_steps_without_the_final_window_keep_start_freq_and_last_step():
+    # T=20, test_freq=5: 0,5,10,15,20 (no 16..19); T=10, test_freq=4: 0,4,8 and the last step 10;
+    # test_freq above T: the start and the last step only
+    assert eval_steps(20, 5, final_window=False) == [0, 5, 10, 15, 20]
+    assert eval_steps(10, 4, final_window=False) == [0, 4, 8, 10]
+    assert eval_steps(100, 100000, final_window=False) == [0, 100]
+
+
 def test_flat_curve_is_stable():
     pts = [(s, 0.40) for s in eval_steps(20, 5)]
     out = stability(pts, 20, theta=0.0025, min_points=5, n_eval=256)

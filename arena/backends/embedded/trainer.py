@@ -155,7 +155,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     elif dropped:
         log(f"[train] no checkpoint: starting from step 0 ({dropped} metric rows of a killed run dropped)")
     first_step = 0 if start_step is None else start_step + 1
-    eval_at = set(eval_steps(cfg.steps, cfg.test_freq))
+    eval_at = set(eval_steps(cfg.steps, cfg.test_freq, final_window=cfg.eval.final_window))
     history = run.read_metrics()
     points = [(r["step"], r["eval/success_rate"]) for r in history if "eval/success_rate" in r]
     t_start = time.time()
