@@ -6,7 +6,7 @@ test_household_learning.py): one `arena train` subprocess per seed with one torc
     bar per seed: p1_s - p0_s >= margin * SE_s
     mean gain g = (1/S) sum_s (p1_s - p0_s) >= margin * SE_g,  SE_g = sqrt(sum_s SE_s^2) / S
 
-Each seed is its own test item (the slow stage spreads them over two workers: tests/conftest.py),
+Each seed is its own test item (the slow stage spreads them over two workers: tests/slow_schedule.py),
 so each checks its own bar. The mean bar needs no item of its own: it follows from the per-seed
 bars, since sqrt(sum_s SE_s^2) <= sum_s SE_s (square both sides: the right adds the cross terms
 2 SE_s SE_r >= 0), so SE_g <= (1/S) sum_s SE_s and g >= (1/S) sum_s margin SE_s >= margin SE_g.
@@ -60,6 +60,14 @@ def run_seeds(args: list[str], seeds, tmp_path: Path, *, parallel: int, timeout_
                 if proc.returncode != 0:
                     failed.append(seed)
     return failed
+
+
+def named_on_command_line(config, test_file: str) -> bool:
+    """test_file (or one of its items, `file::name`) is among pytest's arguments, relative to
+    the directory pytest was started in or absolute: an opt-in test runs only when asked for."""
+    here = Path(test_file).resolve()
+    start = Path(config.invocation_params.dir)
+    return any((start / arg.split("::")[0]).resolve() == here for arg in config.args)
 
 
 def failed_logs(failed, tmp_path: Path) -> dict:

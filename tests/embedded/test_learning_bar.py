@@ -9,7 +9,7 @@ budget=learn (the wider model, hidden 96: configs/budget/learn.yaml); the test a
 the step-0 success is in the bar's headroom [15%, 70%] and that BC stopped inside its band.
 
 Wall time: one item per seed, one torch thread; the slow stage runs two items at a time
-(tests/conftest.py). One item is BC (~1 min) + 100 RL steps with two evals of 1024 rooms
+(tests/slow_schedule.py). One item is BC (~1 min) + 100 RL steps with two evals of 1024 rooms
 (learning_runs.ENDS_ONLY): ~6-7 min. Each run has a 30-minute timeout."""
 import pytest
 
@@ -19,7 +19,7 @@ SEEDS = (0, 1, 2, 3, 4)
 MARGIN_SE = 2.5
 RUN_TIMEOUT_S = 30 * 60
 
-pytestmark = [pytest.mark.slow, pytest.mark.side_by_side(minutes=7)]
+pytestmark = pytest.mark.slow
 
 
 # What the testbed showed (docs/testbed.md, "A wider model"): seed 0 44.7% -> 57.0% (+12.3 points,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from .learning_runs import gains, mean_gain
+from .learning_runs import gains, mean_gain, named_on_command_line
 
 
 def _run(tmp_path, seed, n, p0, p1):
@@ -42,3 +42,21 @@ def test_assert_bar_fails_on_the_seed_below_the_margin(tmp_path):
         assert_bar([2], tmp_path, margin=2.5, min_n=512)  # n = 400 < 512
     with pytest.raises(AssertionError, match="outside"):
         assert_bar([2], tmp_path, margin=2.5, min_n=400, headroom=(0.25, 0.70))  # p0 = 0.2
+
+
+def test_named_on_command_line_matches_the_file_or_its_items_only(tmp_path):
+    from types import SimpleNamespace
+    test_file = tmp_path / "tests" / "test_x.py"
+    test_file.parent.mkdir()
+    test_file.write_text("")
+
+    def config(*args, start=tmp_path):
+        return SimpleNamespace(args=list(args), invocation_params=SimpleNamespace(dir=start))
+
+    assert named_on_command_line(config("tests/test_x.py"), str(test_file))
+    assert named_on_command_line(config("tests/test_x.py::test_a[0]"), str(test_file))
+    assert named_on_command_line(config(str(test_file)), str(test_file))  # absolute
+    assert named_on_command_line(config("test_x.py", start=tmp_path / "tests"), str(test_file))
+    assert not named_on_command_line(config("tests"), str(test_file))  # a folder is not a request
+    assert not named_on_command_line(config(), str(test_file))  # plain `pytest -m slow`
+    assert not named_on_command_line(config("tests/test_y.py"), str(test_file))

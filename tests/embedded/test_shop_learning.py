@@ -4,7 +4,7 @@ band from SFT step 1000, 40 GRPO steps, eval on 512 held-out goals) ends >= 2.5 
 above its own step-0 eval on seeds 0 and 1, greedy (the bar and SE of learning_runs.py).
 
 Wall time: one item per seed, one torch thread; the slow stage runs two items at a time
-(tests/conftest.py). One item is BC (the catalogue and 1000 expert demos in seconds, then
+(tests/slow_schedule.py). One item is BC (the catalogue and 1000 expert demos in seconds, then
 1000-1200 SFT steps, ~7.5 min) + 40 RL steps with two evals of 512 goals (learning_runs.ENDS_ONLY,
 ~5.5 min). Each run has a 40-minute timeout."""
 import pytest
@@ -15,7 +15,7 @@ SEEDS = (0, 1)
 MARGIN_SE = 2.5
 RUN_TIMEOUT_S = 40 * 60
 
-pytestmark = [pytest.mark.slow, pytest.mark.side_by_side(minutes=13)]
+pytestmark = pytest.mark.slow
 
 
 # What the testbed showed (docs/testbed.md, "The shop task"): SR3 (seed 0, a fixed 1600-step BC)
