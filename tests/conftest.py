@@ -31,8 +31,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`-n 2 --dist loadgroup`: the slow stage's work units (tests/slow_schedule.py)."""
-    if config.getvalue("dist") == "loadgroup":
+    """`-n 2` (`--dist load`, the default, or `loadgroup`): the slow stage's work units
+    (tests/slow_schedule.py); the serial tests never share a SLURM cluster or Ray's ports."""
+    if config.getvalue("dist") in ("load", "loadgroup"):
         return slow_schedule.make_scheduler(config, log)
     return None
 

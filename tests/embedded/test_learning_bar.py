@@ -10,7 +10,7 @@ the step-0 success is in the bar's headroom [15%, 70%] and that BC stopped insid
 
 Wall time: one item per seed, one torch thread; the slow stage runs two items at a time
 (tests/slow_schedule.py). One item is BC (~1 min) + 100 RL steps with two evals of 1024 rooms
-(learning_runs.ENDS_ONLY): ~6-7 min. Each run has a 30-minute timeout."""
+(learning_runs.ENDS_ONLY): 7-8 min beside another process. Each run has a 30-minute timeout."""
 import pytest
 
 from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seeds

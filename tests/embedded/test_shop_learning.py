@@ -5,8 +5,8 @@ above its own step-0 eval on seeds 0 and 1, greedy (the bar and SE of learning_r
 
 Wall time: one item per seed, one torch thread; the slow stage runs two items at a time
 (tests/slow_schedule.py). One item is BC (the catalogue and 1000 expert demos in seconds, then
-1000-1200 SFT steps, ~7.5 min) + 40 RL steps with two evals of 512 goals (learning_runs.ENDS_ONLY,
-~5.5 min). Each run has a 40-minute timeout."""
+1000-1200 SFT steps) + 40 RL steps with two evals of 512 goals (learning_runs.ENDS_ONLY): 15 min
+beside another process (BC ~9.5, RL ~5.5). Each run has a 40-minute timeout."""
 import pytest
 
 from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seeds
