@@ -7,7 +7,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest
 
-
 from tests import slow_schedule
 
 

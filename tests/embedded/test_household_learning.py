@@ -16,7 +16,7 @@ import pytest
 
 from arena.envs.household_games import MANIFEST_NAME, default_cache_dir, large_pool_name
 
-from .learning_runs import ENDS_ONLY, assert_bar, failed_logs, named_on_command_line, run_seeds
+from .learning_runs import ENDS_ONLY, assert_bar, failed_logs, named_on_command_line, run_seed
 
 SEEDS = (0, 1)
 MARGIN_SE = 2.5
@@ -41,6 +41,5 @@ def only_when_named(request):
 # p1_s - p0_s >= 2.5 SE_s (the mean bar follows: learning_runs.py).
 @pytest.mark.parametrize("seed", SEEDS)
 def test_grpo_beats_its_start_beyond_noise_on_household(seed, tmp_path):
-    failed = run_seeds(["env=household", "budget=learn", "po.method=grpo", *ENDS_ONLY], [seed], tmp_path, parallel=1, timeout_s=RUN_TIMEOUT_S)
-    assert not failed, failed_logs(failed, tmp_path)
+    assert run_seed(["env=household", "budget=learn", "po.method=grpo", *ENDS_ONLY], seed, tmp_path, timeout_s=RUN_TIMEOUT_S), failed_logs([seed], tmp_path)
     assert_bar([seed], tmp_path, margin=MARGIN_SE, min_n=1024)

@@ -13,7 +13,7 @@ Wall time: one item per seed, one torch thread; the slow stage runs two items at
 (learning_runs.ENDS_ONLY): 7-8 min beside another process. Each run has a 30-minute timeout."""
 import pytest
 
-from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seeds
+from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seed
 
 SEEDS = (0, 1, 2, 3, 4)
 MARGIN_SE = 2.5
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.slow
 # mean over the five seeds is >= 2.5 of its SE whenever every seed passes (learning_runs.py).
 @pytest.mark.parametrize("seed", SEEDS)
 def test_grpo_beats_its_start_beyond_noise_on_every_seed(seed, tmp_path):
-    failed = run_seeds(["budget=learn", "po.method=grpo", *ENDS_ONLY], [seed], tmp_path, parallel=1, timeout_s=RUN_TIMEOUT_S)
-    assert not failed, failed_logs(failed, tmp_path)
+    assert run_seed(["budget=learn", "po.method=grpo", *ENDS_ONLY], seed, tmp_path, timeout_s=RUN_TIMEOUT_S), failed_logs([seed], tmp_path)
     assert_bc_in_band(tmp_path, 1)
     assert_bar([seed], tmp_path, margin=MARGIN_SE, min_n=512)

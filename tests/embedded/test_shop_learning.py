@@ -9,7 +9,7 @@ Wall time: one item per seed, one torch thread; the slow stage runs two items at
 beside another process (BC ~9.5, RL ~5.5). Each run has a 40-minute timeout."""
 import pytest
 
-from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seeds
+from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seed
 
 SEEDS = (0, 1)
 MARGIN_SE = 2.5
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.slow
 # bar follows: learning_runs.py).
 @pytest.mark.parametrize("seed", SEEDS)
 def test_grpo_beats_its_start_beyond_noise_on_shop(seed, tmp_path):
-    failed = run_seeds(["env=shop", "budget=learn", "po.method=grpo", *ENDS_ONLY], [seed], tmp_path, parallel=1, timeout_s=RUN_TIMEOUT_S)
-    assert not failed, failed_logs(failed, tmp_path)
+    assert run_seed(["env=shop", "budget=learn", "po.method=grpo", *ENDS_ONLY], seed, tmp_path, timeout_s=RUN_TIMEOUT_S), failed_logs([seed], tmp_path)
     assert_bc_in_band(tmp_path, 1)
     assert_bar([seed], tmp_path, margin=MARGIN_SE, min_n=512)
