@@ -23,7 +23,7 @@ NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", 
                   "dimension", "seeds", "fail_fast", "tool_sandbox")  # tool_sandbox: a record in config.yaml, not a key
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
-HASHED_OFF_DEFAULT = {("eval", "final_window"): True}
+HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False}
 GROUPS = ("env", "budget")
 
 
@@ -191,12 +191,18 @@ def to_plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
-def cell_id(cfg: DictConfig) -> str:
-    """A hash of the resolved config, without the keys that don't change the result."""
-    plain = {k: v for k, v in to_plain(cfg).items() if k not in NOT_IN_CELL_ID}
+def without_hashed_defaults(plain: dict) -> dict:
+    """`plain` (a config as plain dicts) without the HASHED_OFF_DEFAULT keys that are at their default."""
+    plain = dict(plain)
     for (section, key), default in HASHED_OFF_DEFAULT.items():
         if isinstance(plain.get(section), dict) and plain[section].get(key, default) == default:
             plain[section] = {k: v for k, v in plain[section].items() if k != key}
+    return plain
+
+
+def cell_id(cfg: DictConfig) -> str:
+    """A hash of the resolved config, without the keys that don't change the result."""
+    plain = without_hashed_defaults({k: v for k, v in to_plain(cfg).items() if k not in NOT_IN_CELL_ID})
     plain["po"] = resolve_po(cfg).flat()
     blob = json.dumps(plain, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

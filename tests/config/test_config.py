@@ -52,6 +52,9 @@ def test_a_key_hashed_only_off_its_default_keeps_earlier_ids():
     assert base == "0a36700f301ab495"
     assert cell_id(load_config(["eval.final_window=true"])) == base
     assert cell_id(load_config(["eval.final_window=false"])) != base
+    # bc.pad_per_batch likewise (default false)
+    assert cell_id(load_config(["bc.pad_per_batch=false"])) == base
+    assert cell_id(load_config(["bc.pad_per_batch=true"])) != base
 
 
 def test_cell_id_ignores_bookkeeping_keys_only():

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from arena.backends.embedded.bc import _encode, bc_dir, bc_hash, collect_demos, ensure_bc_checkpoint, sft, sft_loss
+from arena.backends.embedded.bc import _encode, bc_dir, bc_hash, collect_demos, ensure_bc_checkpoint, sft, sft_loss, trim_padding
 from arena.backends.embedded.model import build_model
 from arena.backends.embedded.tokenizer import build_tokenizer
 from arena.config import load_config
@@ -19,6 +19,15 @@ def test_bc_hash_covers_every_bc_input_and_no_rl_key():
     for change in ("bc.steps=5", "model.size=small", "env.kwargs.dim=6", "env=tir_math", "model.tokenizer=word",
                    "seed=3", "bc.band=[0.2,0.3]", "bc.val_n=64", "env.max_new_tokens=9", "eval.temperature=1.0"):
         assert bc_hash(load_config([change])) != bc_hash(base), change
+
+
+def test_bc_keys_added_later_leave_earlier_checkpoints_their_hash():
+    # bc.pad_per_batch came after BC checkpoints existed: at its default (false) it is left out of
+    # the key, so a cached checkpoint is found again. 711a59c589493bca is Sokoban budget=default's
+    # BC hash at the commit before the key (computed there).
+    assert bc_hash(load_config([])) == "711a59c589493bca"
+    assert bc_hash(load_config(["bc.pad_per_batch=false"])) == "711a59c589493bca"
+    assert bc_hash(load_config(["bc.pad_per_batch=true"])) != "711a59c589493bca"
 
 
 def test_demos_are_won_expert_episodes_in_the_prompt_format():
@@ -48,6 +57,31 @@ def test_sft_loss_is_on_response_tokens_only():
             count += len(r)
     assert loss.item() == pytest.approx(nll / count, abs=1e-5)
     losses = sft(model, tok, pairs, steps=5, lr=1e-2, batch_size=6, seed=0, log=lambda *_: None)
+    assert losses[-1] < losses[0]
+
+
+def test_padding_per_batch_keeps_every_real_token_and_the_loss():
+    # Four pairs with prompts of 1, 2, 3, 6 words and replies of 1, 1, 2, 4 words: the demo set pads
+    # to P = 6 and T = 4. Rows {0, 2} need only P' = 3 (row 2's prompt) and T' = 2 (row 2's reply):
+    # trimming drops the 3 leading prompt columns and the 2 trailing reply columns, which are
+    # padding in both rows, and keeps the 1 + 3 prompt and 1 + 2 reply tokens. Position ids count
+    # real tokens and padding is masked, so the loss is the same up to float rounding.
+    pairs = [("a", "x"), ("a b", "y"), ("a b c", "x y"), ("a b c d e f", "x y z x")]
+    tok = build_tokenizer([p + " " + r for p, r in pairs], kind="wordlevel", vocab_size=64)
+    model = build_model(len(tok), size="tiny", pad_token_id=tok.pad_token_id)
+    p_ids, p_mask, r_ids, r_mask = _encode(tok, pairs)
+    assert p_ids.shape == (4, 6) and r_ids.shape == (4, 4)
+    rows = torch.tensor([0, 2])
+    batch = (p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])
+    trimmed = trim_padding(*batch)
+    assert trimmed[0].shape == (2, 3) and trimmed[2].shape == (2, 2)
+    assert trimmed[1].sum() == batch[1].sum() == 4 and trimmed[3].sum() == batch[3].sum() == 3
+    assert torch.equal(trimmed[0][trimmed[1].bool()], batch[0][batch[1].bool()])  # the same tokens, in order
+    with torch.no_grad():
+        assert sft_loss(model, *trimmed).item() == pytest.approx(sft_loss(model, *batch).item(), abs=1e-6)
+    # the whole set is already as short as its longest row: nothing to trim
+    assert [t.shape for t in trim_padding(p_ids, p_mask, r_ids, r_mask)] == [t.shape for t in (p_ids, p_mask, r_ids, r_mask)]
+    losses = sft(model, tok, pairs, steps=5, lr=1e-2, batch_size=2, seed=0, log=lambda *_: None, pad_per_batch=True)
     assert losses[-1] < losses[0]
 
 

@@ -103,6 +103,19 @@ def _encode(tokenizer, pairs: list[tuple[str, str]]):
     return prompt_ids, prompt_mask, response_ids, response_mask
 
 
+def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask):
+    """Drop the columns that are padding in every row: the leading prompt columns (prompts are
+    left-padded) and the trailing response columns (responses are right-padded). Position ids
+    count real tokens and padding is masked out of attention, so L_SFT is unchanged up to float
+    rounding (tests/embedded/test_bc.py)."""
+    prompt_cols = prompt_mask.bool().any(dim=0)  # [P]
+    response_cols = response_mask.bool().any(dim=0)  # [T]
+    first = int(prompt_cols.nonzero()[0]) if prompt_cols.any() else prompt_mask.shape[1]
+    last = int(response_cols.nonzero()[-1]) + 1 if response_cols.any() else 0
+    return (prompt_ids[:, first:], prompt_mask[:, first:],  # [b, P'] x2
+            response_ids[:, :last], response_mask[:, :last])  # [b, T'] x2
+
+
 def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:
     """L_SFT (module docstring): the mean NLL of the response tokens; prompt tokens are context only."""
     logp, _ = token_logprobs_and_entropy(model, prompt_ids, prompt_mask, response_ids, response_mask)  # [b, T]
@@ -110,9 +123,10 @@ def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> tor
 
 
 def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print,
-        stop: Callable[[int], bool] | None = None) -> list[float]:
+        stop: Callable[[int], bool] | None = None, pad_per_batch: bool = False) -> list[float]:
     """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs, for `steps`
-    steps or until `stop(step)` (called after each step) says so."""
+    steps or until `stop(step)` (called after each step) says so. Every mini-batch is padded to
+    the demo set's longest prompt and reply, or to its own with `pad_per_batch` (bc.pad_per_batch)."""
     device = next(model.parameters()).device
     p_ids, p_mask, r_ids, r_mask = (t.to(device) for t in _encode(tokenizer, pairs))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -121,7 +135,8 @@ def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed
     model.train()
     for step in range(1, steps + 1):
         rows = torch.tensor(rng.sample(range(len(pairs)), min(batch_size, len(pairs))), device=device)
-        loss = sft_loss(model, p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # scalar
+        batch = (p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # [b, P], [b, P], [b, T], [b, T]
+        loss = sft_loss(model, *(trim_padding(*batch) if pad_per_batch else batch))  # scalar
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -232,7 +247,7 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
     band = BandStop.from_config(cfg, model, tokenizer, log=log)
     losses = sft(model, tokenizer, pairs, steps=cfg.bc.steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size,
-                 seed=cfg.seed, log=log, stop=band) if cfg.bc.steps > 0 else []
+                 seed=cfg.seed, log=log, stop=band, pad_per_batch=cfg.bc.pad_per_batch) if cfg.bc.steps > 0 else []
     ev = evaluate(model, tokenizer, cfg, n=cfg.bc.eval_n)
     save_checkpoint(model, tokenizer, model_dir)
     # demo_episodes: the episodes played (bc.demos); demo_episodes_won: the kept ones (all turns of a
