@@ -110,7 +110,9 @@ def _train(args: Sequence[str]) -> int:
     on the backend `backend=` names (embedded | verl)."""
     from arena.backends import backend_of, check_trainable
     from arena.config import BadConfig
+    from arena.runs.provenance import pin_git_state
 
+    pin_git_state()  # the commit the run starts from (a checkout may move during a long run)
     cfg = _config(args)
     try:
         check_trainable(cfg)

@@ -34,7 +34,7 @@ from arena.config import cell_id
 
 from .atomic import atomic_write_json, atomic_write_text, fsync_dir
 from .faults import crash_point
-from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
+from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
                      SUMMARY_STATUSES, SWEEP_ONLY_KEYS)
 
 logger = logging.getLogger(__name__)
@@ -128,6 +128,7 @@ class RunFolder:
         self.metrics_file = self.path / METRICS_FILE
         self.summary_file = self.path / SUMMARY_FILE
         self.error_file = self.path / ERROR_FILE
+        self.eval_wins_dir = self.path / EVAL_WINS_DIR
         self._steps: Optional[set[int]] = None  # steps in metrics.jsonl, loaded on the first append
 
     def create(self) -> "RunFolder":
@@ -215,6 +216,21 @@ class RunFolder:
 
     def write_error(self, text: str) -> None:
         atomic_write_text(self.error_file, text)
+
+    def write_eval_wins(self, step: int, wins: list[int]) -> None:
+        """eval_wins/<step>.json: {"step", "n", "wins"}, wins[i] = 1 if the eval won held-out
+        episode i (eval_seed(i)), as a string of 0/1. A resumed run that evaluates the step
+        again replaces the file (atomic)."""
+        self.eval_wins_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.eval_wins_dir / f"{step}.json",
+                          {"step": step, "n": len(wins), "wins": "".join("1" if w else "0" for w in wins)})
+
+    def read_eval_wins(self, step: int) -> Optional[list[int]]:
+        """The wins written for `step`, or None when there is no readable file."""
+        try:
+            return [int(c) for c in json.loads((self.eval_wins_dir / f"{step}.json").read_text())["wins"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     # ------------------------------------------------------------ reads
     def read_metrics(self) -> list[dict]:

@@ -6,7 +6,7 @@
     <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state
     <results_dir>/sweeps/<name>/report/              the report
 
-A run folder holds config.yaml, metrics.jsonl, summary.json, ckpt/ and error.txt (RunFolder).
+A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/ and error.txt (RunFolder).
 `name` and arm names become path parts, so they must be safe names (`check_name`).
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
 CKPT_DIR = "ckpt"
+EVAL_WINS_DIR = "eval_wins"  # <step>.json: which held-out episodes an eval won (embedded backend)
 MANIFEST_FILE = "manifest.json"
 CELLS_DIR = "cells"
 SEARCH_DIR = "search"

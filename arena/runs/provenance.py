@@ -1,6 +1,6 @@
 """Provenance for summary.json (docs/design.md §F): git SHA and dirty flag (recorded by the
-driver at submit time and passed in ARENA_GIT_SHA / ARENA_GIT_DIRTY), package versions, host,
-SLURM job id."""
+driver at submit time and passed in ARENA_GIT_SHA / ARENA_GIT_DIRTY, or by `arena train` at its
+start: `pin_git_state`), package versions, host, SLURM job id."""
 from __future__ import annotations
 
 import os
@@ -26,9 +26,23 @@ def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
         return None, None
 
 
+_PINNED: tuple[str | None, bool | None] | None = None  # (sha, dirty) at `arena train`'s start
+
+
+def pin_git_state() -> None:
+    """Record the checkout's (sha, dirty) now, unless a sweep driver passed them: `arena train`
+    calls it first, so summary.json names the commit the run started from, not whatever the
+    checkout holds when it ends."""
+    global _PINNED
+    if "ARENA_GIT_SHA" not in os.environ and _PINNED is None:
+        _PINNED = git_state()
+
+
 def provenance() -> dict:
     if "ARENA_GIT_SHA" in os.environ:
         sha, dirty = os.environ["ARENA_GIT_SHA"] or None, os.environ.get("ARENA_GIT_DIRTY") == "1"
+    elif _PINNED is not None:
+        sha, dirty = _PINNED
     else:
         sha, dirty = git_state()
     versions = {}

@@ -2,6 +2,7 @@
 backend from its eval points and metrics rows."""
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence
 
 from .provenance import provenance
@@ -40,3 +41,17 @@ def build_summary(
         **extra,
         **provenance(),
     }
+
+
+def paired_gain_se(wins_before: Sequence[int], wins_after: Sequence[int]) -> Optional[float]:
+    """The standard error of p_after - p_before when both evals played the same n episodes:
+        d_i = after_i - before_i in {-1, 0, 1},  SE = sd(d) / sqrt(n)  (sd with n - 1)
+    Most of an episode's difficulty is shared by the two policies and cancels in d_i, so this is
+    at most, and usually well below, the two-sample sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n).
+    None unless both hold the same n >= 2 episodes."""
+    n = len(wins_before)
+    if n < 2 or len(wins_after) != n:
+        return None
+    d = [a - b for a, b in zip(wins_after, wins_before)]
+    mean = sum(d) / n
+    return math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)

@@ -74,8 +74,10 @@ def gains(seeds, tmp_path: Path) -> list[dict]:
         summary = json.loads((out / "summary.json").read_text())
         p0, p1 = summary["initial_eval_success"], summary["final_eval_success"]
         se = math.sqrt(p0 * (1 - p0) / n + p1 * (1 - p1) / n)
-        rows.append(dict(seed=seed, n=n, p0=p0, p1=p1, gain=p1 - p0, se=se))
-        print(f"seed {seed}: step 0 {p0:.3f} -> {p1:.3f} ({p1 - p0:+.3f}, {(p1 - p0) / se:.2f} SE, n={n})")
+        se_paired = summary.get("gain_paired_se")  # by episode (docs/design.md, summary.json)
+        rows.append(dict(seed=seed, n=n, p0=p0, p1=p1, gain=p1 - p0, se=se, se_paired=se_paired))
+        paired = f", {(p1 - p0) / se_paired:.2f} paired SE" if se_paired else ""
+        print(f"seed {seed}: step 0 {p0:.3f} -> {p1:.3f} ({p1 - p0:+.3f}, {(p1 - p0) / se:.2f} SE{paired}, n={n})")
     return rows
 
 

@@ -12,6 +12,7 @@ import arena.backends.embedded.trainer as trainer_mod
 from arena.backends.embedded.run import run_dir, run_training
 from arena.config import cell_id, load_config
 from arena.runs import RunFolder
+from arena.runs.summary import paired_gain_se
 from arena.runs.wandb_log import wandb_init_kwargs
 
 ARGS = ["env=sanity", "budget=sanity", "steps=4", "save_freq=2", "test_freq=2", "eval.n=16", "wandb.enabled=false"]
@@ -66,6 +67,15 @@ def test_run_folder_contract(tmp_path):
         assert all(key in r for r in run.read_metrics() if r["step"] > 0), key
     # kl_coef=0 in the sanity budget: no reference model, so no kl_ref; with KL on it is logged
     assert "actor/kl_ref" not in step_keys
+    # each eval (steps 0, 2, 4: test_freq 2, the final window 3.2-4 holds step 4) records which of
+    # its 16 episodes it won; their mean is the eval's success, and the summary's paired SE is
+    # paired_gain_se of the first and the last eval's wins
+    evals = {r["step"]: r["eval/success_rate"] for r in run.read_metrics() if "eval/success_rate" in r}
+    assert sorted(evals) == [0, 2, 4]
+    for step, success in evals.items():
+        wins = run.read_eval_wins(step)
+        assert len(wins) == 16 and set(wins) <= {0, 1} and sum(wins) / 16 == success
+    assert summary["gain_paired_se"] == paired_gain_se(run.read_eval_wins(0), run.read_eval_wins(4))
     # a finished cell is not trained again
     logs = []
     assert run_training(cfg, log=logs.append) == 0 and "already done" in logs[0]

@@ -79,3 +79,15 @@ def test_eval_fall_after_a_real_rise_is_a_collapse():
     # the best is taken over earlier points only; a fall right at the start (no rise) is no collapse
     assert collapse_reason([{"step": 0, "eval/success_rate": 0.4}, {"step": 1, "eval/success_rate": 0.1}], 30,
                            n_eval=1000) is None
+
+
+def test_paired_gain_se_by_hand():
+    from arena.runs.summary import paired_gain_se
+    # before 1,0,1,0 and after 1,1,1,0: d = 0,1,0,0, mean 1/4; sum (d - 1/4)^2 = 3/16 + 9/16 = 3/4;
+    # sd = sqrt((3/4) / 3) = 1/2, SE = (1/2) / sqrt(4) = 1/4. The two-sample SE of 0.5 -> 0.75 is
+    # sqrt(0.25/4 + 0.1875/4) = 0.331: the pairing (games 0, 2, 3 unchanged) shrinks it.
+    assert paired_gain_se([1, 0, 1, 0], [1, 1, 1, 0]) == pytest.approx(0.25)
+    # the same wins before and after: no spread in d, SE 0
+    assert paired_gain_se([1, 0, 1], [1, 0, 1]) == 0.0
+    # unequal or too few episodes: no paired SE
+    assert paired_gain_se([1, 0], [1]) is None and paired_gain_se([1], [0]) is None

@@ -38,8 +38,12 @@ def evaluate(model, tokenizer, cfg, *, n: int | None = None, temperature: float 
     batch, stats = rollout(envs, seeds, 1, policy,
                            penalty_coef=cfg.env.penalty_coef, history_length=cfg.env.history_length,
                            pad_id=tokenizer.pad_token_id, template=cfg.model.prompt_template)
+    wins = [0] * n  # wins[i]: episode i (seeds[i]) was won; one trajectory per seed, group_id = i
+    for group, won in zip(batch.group_id.tolist(), batch.won.tolist()):
+        wins[group] = max(wins[group], int(won))
     return {
         "success_rate": stats["success_rate"],
+        "wins": wins,
         "format_valid_ratio": float(batch.format_valid.float().mean()) if len(batch) else 0.0,
         "n": n,
     }

@@ -30,7 +30,7 @@ from arena.po.advantages_gigpo import anchor_repeat_stats, step_term_stats
 from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason, run_status
-from arena.runs.summary import build_summary
+from arena.runs.summary import build_summary, paired_gain_se
 from arena.runs.stability import eval_steps
 
 from .checkpoint import load_state, save_state
@@ -175,6 +175,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
             ev = evaluate(model, tokenizer, cfg)
             row["eval/success_rate"] = ev["success_rate"]
             row["eval/format_valid_ratio"] = ev["format_valid_ratio"]
+            run.write_eval_wins(step, ev["wins"])
             points.append((step, ev["success_rate"]))
         row["perf/step_seconds"] = time.perf_counter() - t0
         run.append_metrics(row)
@@ -209,10 +210,14 @@ def _progress(step: int, total: int, row: dict, t_start: float, *, steps_done: i
 
 def _summary(cfg, run: RunFolder, points, status: str, wall: float, history, reason,
              tool_sandbox=None) -> dict:
+    # the gain's paired SE (summary.paired_gain_se): the first and the last eval on the same episodes
+    first, last = (run.read_eval_wins(points[0][0]), run.read_eval_wins(points[-1][0])) if points else (None, None)
+    paired = paired_gain_se(first, last) if first is not None and last is not None else None
     summary = build_summary(
         status=status, cell_id=cell_id(cfg), points=points, history=history, total_steps=cfg.steps,
         theta=cfg.stability.theta, min_points=cfg.stability.min_points, n_eval=cfg.eval.n,
         wall_seconds=wall, collapse_reason=reason, backend="embedded", tool_sandbox=tool_sandbox,
+        gain_paired_se=paired,
     )
     run.write_summary(summary)
     return summary
