@@ -3,6 +3,8 @@ test_household_learning.py): one `arena train` subprocess per seed with one torc
 2-thread processes on 2 cores thrash), and the bar they check.
 
     SE_s = sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n),  p0 = step-0 eval (the BC model), p1 = final eval
+           (or, paired by episode: sd(d) / sqrt(n), d_i = won_final(i) - won_step0(i), the same
+           n held-out episodes; summary.json's gain_paired_se)
     bar per seed: p1_s - p0_s >= margin * SE_s
     mean gain g = (1/S) sum_s (p1_s - p0_s) >= margin * SE_g,  SE_g = sqrt(sum_s SE_s^2) / S
 
@@ -94,10 +96,14 @@ def assert_bc_in_band(tmp_path: Path, n_seeds: int) -> None:
     assert all(r["in_band"] for r in reports), [(r["val_success"], r["steps"]) for r in reports]
 
 
-def assert_bar(seeds, tmp_path: Path, *, margin: float, min_n: int, headroom=(0.15, 0.70)) -> None:
+def assert_bar(seeds, tmp_path: Path, *, margin: float, min_n: int, headroom=(0.15, 0.70), paired: bool = False) -> None:
     """Every run's n >= min_n and step-0 success inside `headroom`; the mean gain >= margin SE_g;
-    every seed's gain >= margin SE_s (module docstring)."""
+    every seed's gain >= margin SE_s (module docstring). `paired`: SE_s is the gain's SE paired by
+    episode (summary.json's gain_paired_se) instead of the two-sample SE."""
     rows = gains(seeds, tmp_path)
+    if paired:
+        assert all(r["se_paired"] for r in rows), "a run without gain_paired_se (no eval_wins?)"
+        rows = [{**r, "se": r["se_paired"]} for r in rows]
     for r in rows:
         assert r["n"] >= min_n
         assert headroom[0] <= r["p0"] <= headroom[1], f"seed {r['seed']}: step-0 success {r['p0']} outside {headroom}"

@@ -7,11 +7,12 @@ import pytest
 from .learning_runs import gains, mean_gain, named_on_command_line
 
 
-def _run(tmp_path, seed, n, p0, p1):
+def _run(tmp_path, seed, n, p0, p1, se_paired=None):
     out = tmp_path / f"rl{seed}"
     out.mkdir()
     (out / "config.yaml").write_text(f"eval:\n  n: {n}\n")
-    (out / "summary.json").write_text(json.dumps({"initial_eval_success": p0, "final_eval_success": p1}))
+    (out / "summary.json").write_text(json.dumps({"initial_eval_success": p0, "final_eval_success": p1,
+                                                  "gain_paired_se": se_paired}))
 
 
 def test_gain_and_its_standard_errors_by_hand(tmp_path):
@@ -60,3 +61,20 @@ def test_named_on_command_line_matches_the_file_or_its_items_only(tmp_path):
     assert not named_on_command_line(config("tests"), str(test_file))  # a folder is not a request
     assert not named_on_command_line(config(), str(test_file))  # plain `pytest -m slow`
     assert not named_on_command_line(config("tests/test_y.py"), str(test_file))
+
+
+def test_the_paired_bar_reads_the_summary_s_paired_se(tmp_path):
+    # seed 0: gain 0.1 = 1.43 two-sample SE (above), but 0.1 / 0.04 = 2.5 paired SE: the paired bar
+    # at 2.0 passes, the two-sample bar at 2.0 fails; at 2.6 the paired bar fails too. A run
+    # without a paired SE (gain_paired_se null) cannot pass a paired bar.
+    from .learning_runs import assert_bar
+    _run(tmp_path, 0, 100, 0.5, 0.6, se_paired=0.04)
+    _run(tmp_path, 1, 100, 0.5, 0.6)
+    assert gains([0], tmp_path)[0]["se_paired"] == 0.04
+    assert_bar([0], tmp_path, margin=2.0, min_n=100, paired=True)
+    with pytest.raises(AssertionError):
+        assert_bar([0], tmp_path, margin=2.0, min_n=100)
+    with pytest.raises(AssertionError):
+        assert_bar([0], tmp_path, margin=2.6, min_n=100, paired=True)
+    with pytest.raises(AssertionError, match="gain_paired_se"):
+        assert_bar([1], tmp_path, margin=2.0, min_n=100, paired=True)
