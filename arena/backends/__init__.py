@@ -32,6 +32,20 @@ def verl_missing_message(cfg) -> Optional[str]:
     return describe_missing(missing) if missing else None
 
 
+def embedded_config_problem(cfg) -> Optional[str]:
+    """The embedded backend honours every key."""
+    return None
+
+
+def verl_config_problem(cfg) -> Optional[str]:
+    """The exit-2 message for a key the verl backend would silently ignore: its eval points come
+    from verl's `test_freq` alone, so it cannot drop the final window's evals."""
+    if not cfg.eval.final_window:
+        return ("eval.final_window=false is supported on backend=embedded only (verl evaluates every "
+                "test_freq steps); valid on backend=verl: eval.final_window=true")
+    return None
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
@@ -39,6 +53,8 @@ class Backend:
     train_entry: str
     # cfg -> the exit-2 message naming what this machine lacks for the run, or None
     missing_message: Callable[[object], Optional[str]]
+    # cfg -> the exit-2 message naming a key this backend cannot honour, or None
+    config_problem: Callable[[object], Optional[str]] = embedded_config_problem
     # Sweep cells run as `python -m <child_module> <cell>/<child_config>` in a child process
     # (None: in the job's own process, cell after cell)
     child_module: Optional[str] = None
@@ -64,7 +80,8 @@ BACKENDS: dict[str, Backend] = {
     # (or leak into) the next cell of a worker: its cells run in a child process.
     "verl": Backend(
         name="verl", train_entry="arena.backends.verl.main:run_training",
-        missing_message=verl_missing_message, child_module="arena.backends.verl.main"),
+        missing_message=verl_missing_message, config_problem=verl_config_problem,
+        child_module="arena.backends.verl.main"),
 }
 
 
@@ -77,11 +94,13 @@ def backend_of(cfg) -> Backend:
 
 
 def check_trainable(cfg) -> None:
-    """BadConfig unless `cfg` can train here: its backend exists and has what it needs
+    """BadConfig unless `cfg` can train here: its backend exists, honours every key it sets
+    (backend=verl: not eval.final_window=false), and has what it needs
     (backend=verl: verl, Ray and the engine of `rollout.name`), and the environment's optional
     package and data are there (env=alfworld needs ALFWORLD_DATA). The CLI turns it into exit 2
     before anything launches."""
-    message = backend_of(cfg).missing_message(cfg)
+    backend = backend_of(cfg)
+    message = backend.config_problem(cfg) or backend.missing_message(cfg)
     if message:
         raise BadConfig(message)
     check_env_available(cfg)

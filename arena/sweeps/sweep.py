@@ -232,7 +232,11 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     executor = make_executor(options.launcher, plan.sweep_dir / "jobs", timeout_min=options.timeout_min)
     threads = int(launcher_config(options.launcher).get("cpus") or 1) if kind != "debug" else None
     parallel = options.parallel
-    bc_jobs = run_bc_stage(bc_configs(plan.cells), executor=executor, env=env, threads=threads, bc_fn=bc_fn,
+    bc_cfgs = bc_configs(plan.cells)
+    if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
+        log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
+            f"(job logs: {plan.sweep_dir / 'jobs'})")
+    bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
                            wait=kind != "slurm", log=log, parallel=parallel)
     if kind == "slurm" and bc_jobs:
         start_after(executor, [j.job_id for j in bc_jobs])

@@ -38,3 +38,10 @@ def test_missing_packages_become_the_exit_2_message(monkeypatch):
     for name in ("verl (", "ray (", "vllm ("):
         assert name in str(err.value)
     check_trainable(load_config(["backend=embedded"]))  # the embedded backend needs nothing more
+
+
+def test_a_key_the_backend_would_ignore_exits_2_before_anything_runs():
+    # verl's eval points come from its test_freq alone: eval.final_window=false would be ignored
+    with pytest.raises(BadConfig, match="eval.final_window=false is supported on backend=embedded only"):
+        check_trainable(load_config(["backend=verl", "eval.final_window=false"]))
+    check_trainable(load_config(["backend=embedded", "eval.final_window=false"]))

@@ -37,11 +37,11 @@ ENDS_ONLY = ["eval.final_window=false", "test_freq=100000"]
 def launch(args: list[str], seed: int, tmp_path: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE",
            "WANDB_MODE": "disabled"}
-    log = open(tmp_path / f"rl{seed}.log", "w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "arena.cli", "train", *args, f"seed={seed}",
-         f"results_dir={tmp_path}", f"out={tmp_path / f'rl{seed}'}"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+    with open(tmp_path / f"rl{seed}.log", "w") as log:  # the child keeps its own copy of the handle
+        return subprocess.Popen(
+            [sys.executable, "-m", "arena.cli", "train", *args, f"seed={seed}",
+             f"results_dir={tmp_path}", f"out={tmp_path / f'rl{seed}'}"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def run_seed(args: list[str], seed: int, tmp_path: Path, *, timeout_s: float) -> bool:

@@ -78,3 +78,13 @@ def test_the_paired_bar_reads_the_summary_s_paired_se(tmp_path):
         assert_bar([0], tmp_path, margin=2.6, min_n=100, paired=True)
     with pytest.raises(AssertionError, match="gain_paired_se"):
         assert_bar([1], tmp_path, margin=2.0, min_n=100, paired=True)
+
+
+def test_run_seed_runs_one_arena_train_and_kills_it_past_its_timeout(tmp_path):
+    from .learning_runs import run_seed
+    args = ["env=sanity", "budget=sanity", "steps=2", "eval.n=8", "wandb.enabled=false"]
+    assert run_seed(args, 0, tmp_path, timeout_s=600)
+    assert "[train] done" in (tmp_path / "rl0.log").read_text() and (tmp_path / "rl0" / "summary.json").is_file()
+    # 0.01 s is less than the interpreter's start: killed, reported as not finished, no summary
+    assert not run_seed(args, 1, tmp_path, timeout_s=0.01)
+    assert not (tmp_path / "rl1" / "summary.json").exists()

@@ -119,6 +119,10 @@ def test_execute_gives_the_bc_stage_the_cells_limit(sweep_env, monkeypatch):
         raise Stop
 
     monkeypatch.setattr(runner, "run_bc_stage", fake_stage)
+    logs = []
     with pytest.raises(Stop):
-        sweep_module.execute(plan, options, log=lambda *_: None)
+        sweep_module.execute(plan, options, log=logs.append)
     assert seen["parallel"] == 1 and seen["n"] == 2 and seen["wait"] is True
+    # the stage announces itself before its minutes of silence
+    assert any(line.startswith("[sweep] BC stage: 2 checkpoint(s) to train or find cached, at most 1 at once")
+               for line in logs), logs
