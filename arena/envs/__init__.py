@@ -65,5 +65,15 @@ def eval_size(name: str, **kwargs) -> Optional[int]:
     return None if size is None else int(size(**kwargs))
 
 
+def first_use_notice(name: str, **kwargs) -> Optional[str]:
+    """What the first run will make before it starts (e.g. household's large pool, generated once
+    into the cache), or None. Cheap: a file check. Modules opt in with a module-level
+    `first_use_notice(**kwargs)`; a sweep logs it up front, since its jobs' own progress lines go
+    to their job logs."""
+    module, _ = _module(name)
+    notice = getattr(module, "first_use_notice", None)
+    return None if notice is None else notice(**kwargs)
+
+
 __all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "EnvUnavailableError", "check_available", "eval_seed",
-           "eval_size", "is_eval_seed", "make", "validation_size"]
+           "eval_size", "first_use_notice", "is_eval_seed", "make", "validation_size"]

@@ -29,7 +29,7 @@ import yaml
 from arena.runs.layout import CELLS_DIR, CONFIG_FILE, SUMMARY_FILE, SWEEPS_DIR
 
 from .ledger import DONE, cell_state
-from .plan import SweepPlan
+from .plan import SweepPlan, first_use_notices
 
 SECONDS_PER_EPISODE = 0.044
 
@@ -116,6 +116,7 @@ def plan_lines(plan: SweepPlan, options) -> list[str]:
                  f"no finished cell to time: {SECONDS_PER_EPISODE} s per episode, the main job's pace on 2 workers")
         lines.append(f"[dry-run] wall-time estimate: ~{_duration(per_cell)} per cell, ~{_duration(total)} for "
                      f"{len(todo)} cells on {parallel} job(s), BC not included ({basis})")
+    lines.extend(f"[dry-run] {notice}" for notice in first_use_notices(plan.cells))
     if plan.cells and plan.cells[0].cfg.search.enabled:
         lines.append("[dry-run] search.enabled: search cells come first and are not listed (their points depend "
                      "on the search)")

@@ -106,6 +106,20 @@ def make_cell(base: DictConfig, *, arm: str, env: str, seed: int, role: str, ove
                 cell_id=cid, extra=dict(extra or {}))
 
 
+def first_use_notices(cells: list[Cell]) -> list[str]:
+    """What the cells' environments will make on first use (arena.envs.first_use_notice), once
+    per distinct environment config, in cell order."""
+    from arena.config import to_plain
+    from arena.envs import first_use_notice
+
+    notices: list[str] = []
+    for cell in cells:
+        notice = first_use_notice(str(cell.cfg.env.name), **to_plain(cell.cfg.env.kwargs))
+        if notice and notice not in notices:
+            notices.append(notice)
+    return notices
+
+
 def expand(plan: SweepPlan) -> list[Cell]:
     """Every (arm, env, seed) report cell, in grid order; validation errors raise ValueError."""
     cells = []

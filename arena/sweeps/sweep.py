@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import yaml
 
 from .grids import available_dimensions, load_grid_located, parse_envs, parse_seeds
-from .plan import SweepPlan, expand
+from .plan import SweepPlan, expand, first_use_notices
 
 RUN_ENV_DEFAULT = "sokoban"
 
@@ -232,6 +232,8 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     executor = make_executor(options.launcher, plan.sweep_dir / "jobs", timeout_min=options.timeout_min)
     threads = int(launcher_config(options.launcher).get("cpus") or 1) if kind != "debug" else None
     parallel = options.parallel
+    for notice in first_use_notices(plan.cells):  # e.g. household's large pool, generated inside a job
+        log(f"[sweep] {notice}")
     bc_cfgs = bc_configs(plan.cells)
     if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
         log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "

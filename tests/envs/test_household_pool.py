@@ -208,3 +208,18 @@ def test_bad_eval_size_exits_2_with_the_valid_values(capsys):
         check_available(pool="committed", n_eval=512)
     assert main(["envs", "check", "env=household", "pool=large", "n_eval=300"]) == 2
     assert "valid: 256, 512, 768" in capsys.readouterr().err
+
+
+def test_first_use_notice_says_what_the_large_pool_will_generate(tmp_path):
+    from arena.envs import first_use_notice
+    from arena.envs.household_games import MANIFEST_NAME, large_pool_name
+    # 1536 games x 0.6-1.7 s = 921.6-2611.2 s = 15.4-43.5 min -> "~15-44 min"; with n_eval=1024 the
+    # pool holds 768 more eval games: 2304 x 0.6-1.7 s = 23.0-65.3 min -> "~23-65 min"
+    notice = first_use_notice("household", pool="large", cache_dir=str(tmp_path))
+    assert "up to 1536 games (~15-44 min of one core" in notice and str(tmp_path / "large-n1536-s1001") in notice
+    assert "up to 2304 games (~23-65 min" in first_use_notice("household", pool="large", n_eval=1024, cache_dir=str(tmp_path))
+    # a finished pool (its manifest), the committed pool and other environments: nothing to say
+    (tmp_path / large_pool_name(1536, 1001)).mkdir()
+    (tmp_path / large_pool_name(1536, 1001) / MANIFEST_NAME).write_text("{}")
+    assert first_use_notice("household", pool="large", cache_dir=str(tmp_path)) is None
+    assert first_use_notice("household") is None and first_use_notice("sokoban") is None

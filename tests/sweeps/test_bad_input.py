@@ -105,3 +105,15 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     assert "4 cells = 2 arms x 1 envs x 2 seeds" in out and "BC stages: " in out and "wall-time estimate" in out
     assert "launcher: debug" in out
     assert not (tmp_path / "results").exists() and not (tmp_path / "bc_calls.log").exists()
+
+
+def test_dry_run_says_when_a_first_use_will_generate_the_household_pool(tmp_path):
+    # household at budget=default plays the large pool (configs/env_budget/household_default.yaml);
+    # with an empty cache_dir the pool is not there, so the plan says what its first use makes
+    lines = []
+    args = ["dimension=aggregation", "budget=default", "seeds=1", "launcher=debug", "wandb.enabled=false", "env=household",
+            f"env.kwargs.cache_dir={tmp_path / 'cache'}", f"results_dir={tmp_path / 'results'}", "--dry-run"]
+    assert sweep_cli.sweep_main(args, train_fn=fake_train.train, bc_fn=fake_train.bc, log=lines.append) == 0
+    notices = [line for line in lines if "is not in the cache" in line]
+    assert len(notices) == 1 and "up to 1536 games" in notices[0], lines  # once, for the two arms' one env config
+    assert not (tmp_path / "cache").exists()  # a file check: nothing generated
