@@ -22,9 +22,7 @@ import time
 
 import torch
 
-from arena.backends.embedded.bc import _encode, collect_demos, sft_loss, trim_padding
-from arena.backends.embedded.model import build_model
-from arena.backends.embedded.tokenizer import build_tokenizer
+from arena.backends.embedded.bc import _encode, collect_demos, fresh_model, sft_loss, trim_padding
 from arena.config import load_config
 
 
@@ -39,11 +37,7 @@ def main() -> None:
     torch.set_num_threads(1)
     cfg = load_config([f"env={args.env}", "budget=learn", "seed=0"])
     pairs, _ = collect_demos(cfg, cfg.bc.demos)
-    tok = build_tokenizer([p + r for p, r in pairs], vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
-    m = cfg.model
-    model = build_model(len(tok), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
-                        intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
-                        pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    model, tok = fresh_model(cfg, pairs)
     data = _encode(tok, pairs)  # [N, P], [N, P], [N, T], [N, T]
     rng = random.Random(0)
     batches = [[t[rows] for t in data] for rows in

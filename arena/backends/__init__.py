@@ -32,8 +32,8 @@ def verl_missing_message(cfg) -> Optional[str]:
     return describe_missing(missing) if missing else None
 
 
-def embedded_config_problem(cfg) -> Optional[str]:
-    """The embedded backend honours every key."""
+def no_config_problem(cfg) -> Optional[str]:
+    """A backend that honours every key (the embedded one)."""
     return None
 
 
@@ -54,7 +54,7 @@ class Backend:
     # cfg -> the exit-2 message naming what this machine lacks for the run, or None
     missing_message: Callable[[object], Optional[str]]
     # cfg -> the exit-2 message naming a key this backend cannot honour, or None
-    config_problem: Callable[[object], Optional[str]] = embedded_config_problem
+    config_problem: Callable[[object], Optional[str]] = no_config_problem
     # Sweep cells run as `python -m <child_module> <cell>/<child_config>` in a child process
     # (None: in the job's own process, cell after cell)
     child_module: Optional[str] = None

@@ -31,7 +31,7 @@ from typing import Any, Optional
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
 from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, LARGE_FIRST_EXTRA_TRAIN,
                               LARGE_FIRST_VAL, LARGE_SIZES, MANIFEST_NAME, SPLITS, default_cache_dir,
-                              ensure_large_pool, games_folder, large_pool_name, read_manifest)
+                              ensure_large_pool, games_folder, large_pool_layout, read_manifest)
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
@@ -119,12 +119,12 @@ def first_use_notice(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES
     """None unless `pool="large"` is not in the cache yet; then what its first use will generate."""
     if pool != "large":
         return None
-    pool_dir = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / large_pool_name(n_large, large_first_seed, n_eval)
+    pool_dir, specs = large_pool_layout(Path(cache_dir) if cache_dir is not None else default_cache_dir(),
+                                        n_games=n_large, first_seed=large_first_seed, n_eval=n_eval)
     if (pool_dir / MANIFEST_NAME).is_file():
         return None
-    games = n_large + n_eval - DEFAULT_LARGE_EVAL
-    low, high = (round(games * s / 60) for s in GENERATE_SECONDS_PER_GAME)
-    return (f"household: the large pool {pool_dir} is not in the cache; its first use generates up to {games} "
+    low, high = (round(len(specs) * s / 60) for s in GENERATE_SECONDS_PER_GAME)
+    return (f"household: the large pool {pool_dir} is not in the cache; its first use generates up to {len(specs)} "
             f"games (~{low}-{high} min of one core, less where another pool's games can be copied), once")
 
 

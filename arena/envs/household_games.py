@@ -369,10 +369,17 @@ def large_pool_name(n_games: int, first_seed: int, n_eval: int = LARGE_EVAL_GAME
     return f"large-n{n_games}-s{first_seed}" + ("" if n_eval == LARGE_EVAL_GAMES else f"-e{n_eval}")
 
 
+def large_pool_layout(cache_dir: Path, *, n_games: int, first_seed: int,
+                      n_eval: int = LARGE_EVAL_GAMES) -> tuple[Path, list[dict]]:
+    """(folder, game specs) of the large pool under cache_dir: large_pool_specs' train / val /
+    eval games, then extra_eval_specs' eval games. Nothing is read or written."""
+    specs = large_pool_specs(n_games, first_seed=first_seed) + extra_eval_specs(n_eval, first_seed=first_seed)
+    return Path(cache_dir) / large_pool_name(n_games, first_seed, n_eval), specs
+
+
 def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int, n_eval: int = LARGE_EVAL_GAMES,
                       log: Callable[[str], None] = _log_stderr) -> Path:
-    """The large pool (large_pool_specs: train / val / eval, then extra_eval_specs' eval games)
-    under cache_dir; finished games of sibling pools (the earlier 512-game pool, a large pool with
-    fewer eval games) are copied, not generated."""
-    specs = large_pool_specs(n_games, first_seed=first_seed) + extra_eval_specs(n_eval, first_seed=first_seed)
-    return ensure_pool(Path(cache_dir) / large_pool_name(n_games, first_seed, n_eval), specs, log=log)
+    """The large pool (large_pool_layout) under cache_dir; finished games of sibling pools (the
+    earlier 512-game pool, a large pool with fewer eval games) are copied, not generated."""
+    pool_dir, specs = large_pool_layout(cache_dir, n_games=n_games, first_seed=first_seed, n_eval=n_eval)
+    return ensure_pool(pool_dir, specs, log=log)

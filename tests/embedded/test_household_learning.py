@@ -22,7 +22,7 @@ n_eval=1024`); seeds 1-3 run only when this file is named on pytest's command li
 "The slow stage on two workers")."""
 import pytest
 
-from arena.envs.household_games import MANIFEST_NAME, default_cache_dir, large_pool_name
+from arena.envs.household_games import MANIFEST_NAME, default_cache_dir, large_pool_layout
 
 from .learning_runs import ENDS_ONLY, assert_bar, failed_logs, named_on_command_line, run_seed
 
@@ -30,7 +30,7 @@ SEEDS = (0, 1, 2, 3)
 SLOW_STAGE_SEEDS = (0,)
 MARGIN_PAIRED_SE = 2.0
 RUN_TIMEOUT_S = 45 * 60
-POOL = default_cache_dir() / large_pool_name(1536, 1001, 1024)
+POOL, _ = large_pool_layout(default_cache_dir(), n_games=1536, first_seed=1001, n_eval=1024)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (POOL / MANIFEST_NAME).is_file(),

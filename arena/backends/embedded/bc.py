@@ -223,6 +223,17 @@ def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
     return model_dir
 
 
+def fresh_model(cfg, pairs: list[tuple[str, str]]):
+    """(model, tokenizer) that expert BC starts from: a tokenizer built from the demos and a
+    model of `cfg.model`'s shape, freshly initialised from model.init_seed, on cfg.device."""
+    tokenizer = build_tokenizer([p + r for p, r in pairs], vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
+    m = cfg.model
+    model = build_model(len(tokenizer), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
+                        intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
+    return model, tokenizer
+
+
 def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
     """SFT on expert demos (a fresh model and tokenizer), or on the won rollouts of the model
     at `model.path` (bc.source=rejection)."""
@@ -240,11 +251,7 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
         raise RuntimeError(f"no won episode out of {cfg.bc.demos} ({cfg.bc.source}): no demonstrations")
     log(f"[bc] {len(pairs)} turn demos from {cfg.bc.demos} {cfg.bc.source} episodes (success {expert_success:.3f})")
     if cfg.bc.source == "expert":
-        tokenizer = build_tokenizer([p + r for p, r in pairs], vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
-        m = cfg.model
-        model = build_model(len(tokenizer), size=m.size, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
-                            intermediate=m.intermediate, max_positions=m.max_positions, seed=m.init_seed,
-                            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id).to(cfg.device)
+        model, tokenizer = fresh_model(cfg, pairs)
     band = BandStop.from_config(cfg, model, tokenizer, log=log)
     losses = sft(model, tokenizer, pairs, steps=cfg.bc.steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size,
                  seed=cfg.seed, log=log, stop=band, pad_per_batch=cfg.bc.pad_per_batch) if cfg.bc.steps > 0 else []
