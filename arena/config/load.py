@@ -23,7 +23,8 @@ NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", 
                   "dimension", "seeds", "fail_fast", "tool_sandbox")  # tool_sandbox: a record in config.yaml, not a key
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
-HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False}
+# A top-level key has the section None.
+HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False, (None, "sort_micro_batches"): False}
 GROUPS = ("env", "budget")
 
 
@@ -117,6 +118,10 @@ def validate(cfg: DictConfig) -> None:
     except RangeError as exc:
         raise BadConfig(str(exc)) from exc
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
+    if cfg.sort_micro_batches and cfg.po.agg_norm != "global":
+        raise BadConfig(f"sort_micro_batches=true needs po.agg_norm=global (got {cfg.po.agg_norm}: its "
+                        "denominators depend on which rows share a micro-batch); valid: po.agg_norm=global, "
+                        "or sort_micro_batches=false")
 
 
 def check_env_available(cfg: DictConfig) -> None:
@@ -195,7 +200,9 @@ def without_hashed_defaults(plain: dict) -> dict:
     """`plain` (a config as plain dicts) without the HASHED_OFF_DEFAULT keys that are at their default."""
     plain = dict(plain)
     for (section, key), default in HASHED_OFF_DEFAULT.items():
-        if isinstance(plain.get(section), dict) and plain[section].get(key, default) == default:
+        if section is None and plain.get(key, default) == default:
+            plain.pop(key, None)
+        elif isinstance(plain.get(section), dict) and plain[section].get(key, default) == default:
             plain[section] = {k: v for k, v in plain[section].items() if k != key}
     return plain
 

@@ -154,6 +154,11 @@ class RunConfig:
     ppo_mini_batch_size: Optional[int] = None  # in turn-samples; overrides ppo_num_mini_batches
     ppo_num_mini_batches: int = 2  # optimizer steps per pass
     micro_batch_size: int = 256  # turn-samples per forward/backward (gradient accumulation)
+    # Sort each mini-batch's rows by length into micro-batches, each padded to its own longest
+    # row (embedded backend, po.agg_norm=global): the same gradient up to float rounding, less
+    # work on long, varied prompts (docs/design.md, Micro-batches by length). Off by default so
+    # that every recorded run reproduces bit for bit.
+    sort_micro_batches: bool = False
     save_freq: int = 10  # steps between checkpoints
     test_freq: int = 10  # steps between eval points
     out: Optional[str] = None  # the run folder; default <results_dir>/runs/<cell_id>

@@ -55,6 +55,15 @@ def test_a_key_hashed_only_off_its_default_keeps_earlier_ids():
     # bc.pad_per_batch likewise (default false)
     assert cell_id(load_config(["bc.pad_per_batch=false"])) == base
     assert cell_id(load_config(["bc.pad_per_batch=true"])) != base
+    # and the top-level sort_micro_batches (default false)
+    assert cell_id(load_config(["sort_micro_batches=false"])) == base
+    assert cell_id(load_config(["sort_micro_batches=true"])) != base
+
+
+def test_sorted_micro_batches_need_global_denominators():
+    with pytest.raises(BadConfig, match="sort_micro_batches=true needs po.agg_norm=global.*valid: po.agg_norm=global"):
+        load_config(["sort_micro_batches=true", "po.agg_norm=per_microbatch"])
+    assert load_config(["sort_micro_batches=true"]).sort_micro_batches is True
 
 
 def test_cell_id_ignores_bookkeeping_keys_only():

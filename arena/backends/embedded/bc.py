@@ -29,6 +29,7 @@ from .bc_key import bc_hash
 from .bc_stop import BandStop
 from .evaluate import evaluate
 from .logprobs import token_logprobs_and_entropy
+from .micro_batches import trim_padding
 from .model import build_model, load_model, save_checkpoint
 from .tokenizer import build_tokenizer
 
@@ -101,19 +102,6 @@ def _encode(tokenizer, pairs: list[tuple[str, str]]):
     response_ids = pad_sequence(responses, batch_first=True, padding_value=pad)  # [N, T]
     response_mask = pad_sequence([torch.ones_like(r) for r in responses], batch_first=True).float()  # [N, T]
     return prompt_ids, prompt_mask, response_ids, response_mask
-
-
-def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask):
-    """Drop the columns that are padding in every row: the leading prompt columns (prompts are
-    left-padded) and the trailing response columns (responses are right-padded). Position ids
-    count real tokens and padding is masked out of attention, so L_SFT is unchanged up to float
-    rounding (tests/embedded/test_bc.py)."""
-    prompt_cols = prompt_mask.bool().any(dim=0)  # [P]
-    response_cols = response_mask.bool().any(dim=0)  # [T]
-    first = int(prompt_cols.nonzero()[0]) if prompt_cols.any() else prompt_mask.shape[1]
-    last = int(response_cols.nonzero()[-1]) + 1 if response_cols.any() else 0
-    return (prompt_ids[:, first:], prompt_mask[:, first:],  # [b, P'] x2
-            response_ids[:, :last], response_mask[:, :last])  # [b, T'] x2
 
 
 def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:

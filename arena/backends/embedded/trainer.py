@@ -36,6 +36,7 @@ from arena.runs.stability import eval_steps
 from .checkpoint import load_state, save_state
 from .evaluate import evaluate
 from .logprobs import token_logprobs_and_entropy
+from .micro_batches import micro_batch_rows, row_lengths, take
 from .sampler import make_policy
 from .update import ppo_update
 
@@ -47,21 +48,24 @@ def step_seeds(seed: int, step: int, try_idx: int, count: int) -> list[int]:
 
 
 @torch.no_grad()
-def fill_logprobs(model, ref_model, batch, micro_batch_size: int) -> None:
-    """old_logp and entropy from the training model; ref_logp from the reference (in place)."""
+def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False) -> None:
+    """old_logp and entropy from the training model; ref_logp from the reference (in place).
+    Micro-batches as in the update (micro_batches.py): contiguous, or sorted by length and
+    trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0)."""
     model.eval()
-    olds, ents, refs = [], [], []
-    for i in range(0, len(batch), micro_batch_size):
-        u = slice(i, i + micro_batch_size)
-        args = (batch.prompt_ids[u], batch.prompt_mask[u], batch.response_ids[u], batch.response_mask[u])
-        logp, ent = token_logprobs_and_entropy(model, *args)  # [n, T] x2
-        olds.append(logp)
-        ents.append(ent)
-        if ref_model is not None:
-            refs.append(token_logprobs_and_entropy(ref_model, *args)[0])  # [n, T]
-    batch.old_logp = torch.cat(olds)  # [N, T]
-    batch.entropy = torch.cat(ents)  # [N, T]
-    batch.ref_logp = torch.cat(refs) if refs else None
+    n, width = batch.response_mask.shape
+    lengths = row_lengths(batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
+    zeros = batch.response_mask.new_zeros((n, width))  # [N, T]
+    old, ent = zeros.clone(), zeros.clone()  # [N, T] x2
+    ref = zeros.clone() if ref_model is not None else None  # [N, T]
+    for u in micro_batch_rows(slice(0, n), micro_batch_size, lengths):
+        m = take(batch, u, trim=sort_micro_batches)
+        args = (m.prompt_ids, m.prompt_mask, m.response_ids, m.response_mask)
+        t = m.response_mask.shape[1]  # T'
+        old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args)  # [n_u, T'] x2
+        if ref is not None:
+            ref[u, :t] = token_logprobs_and_entropy(ref_model, *args)[0]  # [n_u, T']
+    batch.old_logp, batch.entropy, batch.ref_logp = old, ent, ref  # [N, T] each
 
 
 def _to_device(batch, device: torch.device):
@@ -99,13 +103,13 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
                                    **po.member_hp("filtering"))
     t_roll = time.perf_counter()
     batch = _to_device(batch, next(model.parameters()).device)
-    fill_logprobs(model, ref_model, batch, cfg.micro_batch_size)
+    fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, cfg.sort_micro_batches)
     adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
     t_lp = time.perf_counter()
     metrics = ppo_update(
         model, optimizer, po, batch, adv, token_logprobs_and_entropy,
         num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
-        ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size,
+        ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size, sort_micro_batches=cfg.sort_micro_batches,
         kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
     )
     anchors = anchor_repeat_stats(batch)  # GiGPO's step groups, logged for every method

@@ -10,6 +10,8 @@ For each epoch e and each mini-batch b (sequential split, no shuffle, like the a
     optimizer.step() unless g is non-finite (the step is skipped, like the authors)
 On-policy shortcut (docs/methods.md §5.0): with one mini-batch and one epoch, old := stopgrad(logp),
 so the ratio is exactly 1.
+With `sort_micro_batches` the micro-batches of b are its rows sorted by length, each padded to its
+own longest row (micro_batches.py); under agg_norm=global sum_u L_u is the same L_b.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from arena.po.aggregation import AggNorm
 from arena.po.clipping import count_masked, seq_mask
 from arena.po.compose import ResolvedPO, objective
 from arena.po.types import TurnBatch
+
+from .micro_batches import micro_batch_rows, row_lengths, take
 
 # (model, prompt_ids, prompt_mask, response_ids, response_mask) -> (logp [n,T], entropy [n,T])
 LogProbFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -49,6 +53,7 @@ def ppo_update(
     mini_batch_size: Optional[int] = None,
     ppo_epochs: int = 1,
     micro_batch_size: int = 256,
+    sort_micro_batches: bool = False,
     kl_coef: float = 0.0,
     entropy_coef: float = 0.0,
     grad_clip: float = 1.0,
@@ -56,6 +61,10 @@ def ppo_update(
     """Run the update in place; return actor/* metrics averaged over optimizer steps."""
     slices = mini_batch_slices(len(batch), num_mini_batches=num_mini_batches, mini_batch_size=mini_batch_size)
     on_policy = len(slices) == 1 and ppo_epochs == 1
+    if sort_micro_batches and po.agg_norm != "global":
+        raise ValueError(f"sort_micro_batches needs po.agg_norm=global (got {po.agg_norm!r}): "
+                         "per-micro-batch denominators depend on which rows share a micro-batch")
+    lengths = row_lengths(batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
     steps = skipped = 0
@@ -63,19 +72,21 @@ def ppo_update(
     for _ in range(ppo_epochs):
         for mb in slices:
             mask_mb = batch.response_mask[mb]  # [n_b, T]
-            norm = AggNorm.of(mask_mb)
+            # H of seq_mean_token_sum_norm: the batch's padded T, also when a micro-batch is trimmed
+            norm = AggNorm.of(mask_mb, horizon=mask_mb.shape[1])
             tokens_mb = float(mask_mb.sum())
-            micro = [slice(i, min(i + micro_batch_size, mb.stop)) for i in range(mb.start, mb.stop, micro_batch_size)]
+            micro = micro_batch_rows(mb, micro_batch_size, lengths)
             optimizer.zero_grad(set_to_none=True)
             mb_metrics: dict[str, float] = {}
             for u in micro:
-                mask = batch.response_mask[u]  # [n_u, T]
-                logp, ent = logprob_fn(model, batch.prompt_ids[u], batch.prompt_mask[u], batch.response_ids[u], mask)  # [n_u, T] x2
-                old = logp.detach() if on_policy else batch.old_logp[u]  # [n_u, T]
-                adv_tok = adv[u].to(logp.dtype).unsqueeze(-1) * mask  # [n_u, T]
+                m = take(batch, u, trim=sort_micro_batches)  # T' = T unless trimmed
+                mask = m.response_mask  # [n_u, T']
+                logp, ent = logprob_fn(model, m.prompt_ids, m.prompt_mask, m.response_ids, mask)  # [n_u, T'] x2
+                old = logp.detach() if on_policy else m.old_logp  # [n_u, T']
+                adv_tok = adv[u].to(logp.dtype).unsqueeze(-1) * mask  # [n_u, T']
                 out = objective(
                     po, logp, old, adv_tok, mask,
-                    ref_logp=batch.ref_logp[u] if batch.ref_logp is not None else None,
+                    ref_logp=m.ref_logp,
                     entropy=ent, kl_coef=kl_coef, entropy_coef=entropy_coef,
                     norm=norm, micro_batches=len(micro),
                 )
