@@ -9,7 +9,7 @@ in every mode from the same model and optimizer state, modes interleaved so that
 load hits them alike; the medians are compared.
 
     python benchmarks/bench_rl_micro_batches.py --env household   # ~2 min on one thread
-    python benchmarks/bench_rl_micro_batches.py --env shop --quick
+    python benchmarks/bench_rl_micro_batches.py --env shop --quick results_dir=/tmp/r
 
 Prints the rows and padded widths of the batches, one line per repeat and a final
 `ratio sorted/default` line per micro-batch size (lower is faster).
@@ -69,10 +69,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--micro", type=int, nargs="+", default=[256, 64, 32], help="micro-batch sizes of the sorted mode")
     ap.add_argument("--quick", action="store_true", help="2 batches, 2 repeats")
+    ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. results_dir=/tmp/r (where the BC cache is)")
     args = ap.parse_args()
     n_batches, repeats = (2, 2) if args.quick else (args.batches, args.repeats)
     torch.set_num_threads(1)
-    cfg = load_config([f"env={args.env}", "budget=learn", "seed=0"])
+    cfg = load_config([f"env={args.env}", "budget=learn", "seed=0", *args.overrides])
     po = resolve_po(cfg)
     model, tokenizer = load_initial_model(cfg)
     ref = copy.deepcopy(model).eval().requires_grad_(False)

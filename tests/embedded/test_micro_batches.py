@@ -11,7 +11,7 @@ from arena.backends.embedded.update import ppo_update
 from arena.po.compose import resolve
 from arena.po.types import make_batch
 
-from .test_update import TableModel, table_logprobs
+from .test_update import TableModel, _batch, table_logprobs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -86,20 +86,9 @@ def test_take_trims_per_token_tensors_with_the_reply():
     assert take(batch, slice(0, 2), trim=False).response_ids.shape == (2, batch.response_ids.shape[1])
 
 
-def _table_batch(n=9, T=5, seed=3):
-    # like test_update._batch, with replies of 1..T tokens so that trimming changes T'
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, T + 1, (n,), generator=g)
-    mask = (torch.arange(T)[None, :] < lengths[:, None]).double()  # [n, T]
-    b = make_batch(group_id=[0] * n, traj_id=list(range(n)), turn_idx=[0] * n, turn_reward=[0.0] * n,
-                   episode_return=[0.0] * n, score=[0.0] * n, format_valid=[True] * n, action_valid=[True] * n, won=[False] * n)
-    b.prompt_ids = torch.zeros(n, 1, dtype=torch.long)
-    b.prompt_mask = torch.ones(n, 1, dtype=torch.long)
-    b.response_ids = torch.randint(0, 6, (n, T), generator=g)
-    b.response_mask = mask
-    b.old_logp = (torch.randn(n, T, generator=g, dtype=torch.float64) * 0.1 - 1.8) * mask
-    b.ref_logp = (torch.randn(n, T, generator=g, dtype=torch.float64) * 0.1 - 1.8) * mask
-    return b, torch.randn(n, generator=g, dtype=torch.float64)
+def _table_batch():
+    # test_update's batch with replies of 1..5 tokens, so that trimming changes T'
+    return _batch(n=9, T=5, seed=3)
 
 
 @pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"])
