@@ -39,14 +39,12 @@ def no_config_problem(cfg) -> Optional[str]:
 
 def verl_config_problem(cfg) -> Optional[str]:
     """The exit-2 message for a key the verl backend would silently ignore: its eval points come
-    from verl's `test_freq` alone, so it cannot drop the final window's evals, and verl's actor
-    forms its own micro-batches."""
+    from verl's `test_freq` alone, so it cannot drop the final window's evals. (sort_micro_batches
+    changes no result, only the embedded trainer's work: verl forms its own micro-batches, and
+    its run log says so.)"""
     if not cfg.eval.final_window:
         return ("eval.final_window=false is supported on backend=embedded only (verl evaluates every "
                 "test_freq steps); valid on backend=verl: eval.final_window=true")
-    if cfg.sort_micro_batches:
-        return ("sort_micro_batches=true is supported on backend=embedded only (verl forms its own "
-                "micro-batches); valid on backend=verl: sort_micro_batches=false")
     return None
 
 
@@ -99,7 +97,7 @@ def backend_of(cfg) -> Backend:
 
 def check_trainable(cfg) -> None:
     """BadConfig unless `cfg` can train here: its backend exists, honours every key it sets
-    (backend=verl: not eval.final_window=false, not sort_micro_batches=true), and has what it needs
+    (backend=verl: not eval.final_window=false), and has what it needs
     (backend=verl: verl, Ray and the engine of `rollout.name`), and the environment's optional
     package and data are there (env=alfworld needs ALFWORLD_DATA). The CLI turns it into exit 2
     before anything launches."""
