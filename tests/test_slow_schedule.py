@@ -23,7 +23,7 @@ def test_learning_seeds_are_their_own_units_and_the_rest_is_one_serial_unit():
 
 
 def test_order_keeps_the_serial_items_first_then_the_longest_seeds():
-    # minutes: household 19 > shop 15 > Sokoban 7.5; serial items keep their relative order
+    # minutes: household 27 > shop 15 > Sokoban 7.5; serial items keep their relative order
     names = ["tests/a.py::x", "tests/embedded/test_learning_bar.py::t[0]", "tests/b.py::y",
              "tests/embedded/test_household_learning.py::t[0]", "tests/embedded/test_shop_learning.py::t[1]"]
     items = [SimpleNamespace(nodeid=n) for n in names]
