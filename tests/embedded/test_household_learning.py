@@ -6,11 +6,11 @@ its own step-0 eval, the SE paired by game (summary.json's gain_paired_se), gree
 
 Why paired and 2.0, not the two-sample 2.5 of the Sokoban and shop bars: the two evals play the
 same 1024 games, so the two-sample SE counts each game's difficulty twice; paired by game the SE
-is ~2x smaller. In 120 steps household gains +3.0 to +5.0 points: on seeds 0, 1, 3 and 4, 2.21 /
-1.58 / 2.35 / 1.43 two-sample SE and 4.42 / 3.29 / 4.76 / 2.56 paired SE (runs HS0, HS1, HS3,
-HS4). 2.0 paired SE was chosen on the 80-step recipe's seeds 0-3 (runs HP0-HP3) before these
-runs; a run that did not learn (the same wins before and after, up to noise) clears it with
-probability ~2% (one-sided normal tail at 2.0). Seed 4, flat at 80 steps (+0.6 points, 0.49
+is ~2x smaller. In 120 steps household gains +3.0 to +5.0 points: on seeds 0-4, 2.21 / 1.58 /
+1.65 / 2.35 / 1.43 two-sample SE and 4.42 / 3.29 / 3.08 / 4.76 / 2.56 paired SE (runs HS0-HS4;
+HS2 ran after the recipe was fixed, an out-of-sample check). 2.0 paired SE was chosen on the
+80-step recipe's seeds 0-3 (runs HP0-HP3) before these runs; a run that did not learn (the same
+wins before and after, up to noise) clears it with probability ~2% (one-sided normal tail at 2.0). Seed 4, flat at 80 steps (+0.6 points, 0.49
 paired SE, run HP4), clears it at 120.
 
 Seed 0 runs in the slow stage when the 2304-game pool is cached (it is skipped otherwise: the
@@ -25,7 +25,7 @@ from arena.envs.household_games import MANIFEST_NAME, default_cache_dir, large_p
 
 from .learning_runs import ENDS_ONLY, assert_bar, failed_logs, named_on_command_line, run_seed
 
-SEEDS = (0, 1, 3, 4)
+SEEDS = (0, 1, 2, 3, 4)
 SLOW_STAGE_SEEDS = (0,)
 MARGIN_PAIRED_SE = 2.0
 RUN_TIMEOUT_S = 55 * 60
@@ -46,7 +46,7 @@ def seeds_beyond_the_slow_stage_s_when_named(request):
 
 # What the testbed showed (docs/testbed.md, "Household: 120 steps on sorted micro-batches"), 1024
 # games: HS0 38.2% -> 43.0% (+4.8 points, 4.42 paired SE), HS1 32.5 -> 35.8 (+3.3, 3.29),
-# HS3 33.6 -> 38.6 (+5.0, 4.76), HS4 34.3 -> 37.3 (+3.0, 2.56).
+# HS2 35.3 -> 38.8 (+3.5, 3.08), HS3 33.6 -> 38.6 (+5.0, 4.76), HS4 34.3 -> 37.3 (+3.0, 2.56).
 # Asserted per seed: the run finishes, step 0 in the headroom [15%, 70%], n = 1024,
 # p1_s - p0_s >= 2.0 paired SE_s (the mean bar follows: learning_runs.py).
 @pytest.mark.parametrize("seed", SEEDS)
