@@ -18,7 +18,7 @@ from typing import Optional
 # module -> minutes of one item (one seed, one thread) beside another process, measured
 # (docs/testbed.md, "The slow stage on two workers")
 SIDE_BY_SIDE_MINUTES = {
-    "tests/embedded/test_household_learning.py": 27,  # seed 0 (with the pool cached); the others when named
+    "tests/embedded/test_household_learning.py": 27,  # opt-in: its seeds run only when the file is named
     "tests/embedded/test_shop_learning.py": 15,
     "tests/embedded/test_learning_bar.py": 7.5,
 }
