@@ -130,7 +130,7 @@ def _bc(args: Sequence[str]) -> int:
         check_env_available(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
-    from arena.backends.embedded.bc import bc_dir, ensure_bc_checkpoint  # imports torch
+    from arena.bc.train import bc_dir, ensure_bc_checkpoint  # imports torch
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")
     print((bc_dir(cfg) / "bc.json").read_text())

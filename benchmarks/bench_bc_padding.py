@@ -22,8 +22,8 @@ import time
 
 import torch
 
-from arena.backends.embedded.bc import _encode, collect_demos, fresh_model, sft_loss
-from arena.backends.embedded.micro_batches import trim_padding
+from arena.bc.train import _encode, collect_demos, fresh_model, sft_loss
+from arena.lm.micro_batches import trim_padding
 from arena.config import load_config
 
 

@@ -24,14 +24,15 @@ import time
 import torch
 
 from arena.agent.rollout import rollout
-from arena.backends.embedded.bc import load_initial_model
-from arena.backends.embedded.micro_batches import row_lengths
-from arena.backends.embedded.sampler import make_policy
-from arena.backends.embedded.trainer import _to_device, fill_logprobs, step_seeds
+from arena.bc.train import load_initial_model
+from arena.lm.micro_batches import row_lengths
+from arena.lm.sampler import make_policy
+from arena.backends.embedded.trainer import _to_device, fill_logprobs
 from arena.backends.embedded.update import ppo_update
-from arena.backends.embedded.logprobs import token_logprobs_and_entropy
+from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.config import load_config, resolve_po
 from arena.envs import make
+from arena.envs.base import step_seeds
 from arena.po.compose import compute_advantages
 
 

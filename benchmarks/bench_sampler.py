@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from arena.backends.embedded.model import build_model
-from arena.backends.embedded.sampler import left_pad, sample_tokens
+from arena.lm.model import build_model
+from arena.lm.sampler import left_pad, sample_tokens
 
 
 def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_tokens: int, repeats: int,

@@ -34,9 +34,9 @@ def matmul_peak(n: int = 1024, repeats: int = 5) -> float:
 
 
 def training_flops_per_s(cfg, batch: int, repeats: int) -> tuple[float, float, str]:
-    from arena.backends.embedded.bc import _encode, collect_demos, sft_loss
-    from arena.backends.embedded.model import build_model
-    from arena.backends.embedded.tokenizer import build_tokenizer
+    from arena.bc.train import _encode, collect_demos, sft_loss
+    from arena.lm.model import build_model
+    from arena.lm.tokenizer import build_tokenizer
 
     pairs, _ = collect_demos(cfg, 200)
     tok = build_tokenizer([p + r for p, r in pairs], vocab_size=cfg.model.vocab_size, kind=cfg.model.tokenizer)
@@ -63,7 +63,7 @@ def training_flops_per_s(cfg, batch: int, repeats: int) -> tuple[float, float, s
 
 
 def rl_step_split(quick: bool) -> dict:
-    from arena.backends.embedded.bc import load_initial_model
+    from arena.bc.train import load_initial_model
     from arena.backends.embedded.trainer import train
     from arena.config import load_config
     from arena.runs import RunFolder

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from arena.backends.embedded.bc import load_initial_model
-from arena.backends.embedded.evaluate import evaluate
+from arena.bc.train import load_initial_model
+from arena.lm.evaluate import evaluate
 from arena.config.load import load_config
 
 

@@ -47,14 +47,14 @@ class EnvConfig:
 @dataclass
 class ModelConfig:
     path: Optional[str] = None  # a local HF checkpoint; None = BC from a model built below
-    size: str = "tiny"  # arena.backends.embedded.model.SIZES; tiny = 0.16M params, CPU-fast
+    size: str = "tiny"  # arena.lm.model.SIZES; tiny = 0.16M params, CPU-fast
     hidden: Optional[int] = None  # explicit dimensions override the size's
     layers: Optional[int] = None  # transformer layers
     heads: Optional[int] = None  # attention heads
     kv_heads: Optional[int] = None  # key/value heads (grouped-query attention)
     intermediate: Optional[int] = None  # MLP width
     max_positions: int = 1024  # longest context in tokens
-    tokenizer: str = "wordlevel"  # tokenizer kind (arena.backends.embedded.tokenizer): tens of tokens
+    tokenizer: str = "wordlevel"  # tokenizer kind (arena.lm.tokenizer): tens of tokens
     # arena.agent.prompts template: "minimal" for a model trained from scratch (only what
     # changes between turns), "full" for a pretrained LLM (the authors' wording)
     prompt_template: str = "minimal"

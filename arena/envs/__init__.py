@@ -46,7 +46,7 @@ def check_available(name: str, **kwargs) -> None:
 
 def validation_size(name: str, **kwargs) -> Optional[int]:
     """How many distinct validation episodes (BC's band stop plays training seeds
-    VAL_SEED_OFFSET + i, i < bc.val_n: arena.backends.embedded.bc_stop) the environment has.
+    VAL_SEED_OFFSET + i, i < bc.val_n: arena.bc.stop) the environment has.
     None: as many as asked (generated rooms, goals and problems never run out). Modules with a
     finite validation split opt in with a module-level `validation_size(**kwargs)`; beyond it a
     validation seed would play a training episode."""

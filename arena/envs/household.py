@@ -28,7 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional
 
-from .base import EVAL_SEED_OFFSET, EnvUnavailableError
+from .base import EVAL_SEED_OFFSET, VAL_SEED_OFFSET, EnvUnavailableError
 from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, LARGE_FIRST_EXTRA_TRAIN,
                               LARGE_FIRST_VAL, LARGE_SIZES, MANIFEST_NAME, SPLITS, default_cache_dir,
                               ensure_large_pool, games_folder, large_pool_layout, read_manifest)
@@ -37,8 +37,6 @@ from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 POOLS = ("committed", "large")
 DEFAULT_LARGE_GAMES = 1536  # 1024 train + 256 validation + 256 eval
 DEFAULT_LARGE_EVAL = LARGE_EVAL_GAMES  # eval games of the large pool; more are extra games (EVAL_SIZES)
-# = arena.backends.embedded.bc_stop.VAL_SEED_OFFSET (not imported: that module imports torch)
-VAL_SEED_OFFSET = EVAL_SEED_OFFSET // 2
 # The longest committed walkthrough has 4 commands; 15 turns leave room for ~3x that plus a few
 # look/examine turns (ALFWorld's 50 is for walkthroughs of 10-30 steps).
 DEFAULT_MAX_TURNS = 15

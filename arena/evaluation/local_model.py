@@ -15,9 +15,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from arena.backends.embedded.model import load_model
-from arena.backends.embedded.sampler import sample_tokens
-from arena.backends.embedded.tokenizer import tag_id
+from arena.lm.model import load_model
+from arena.lm.sampler import sample_tokens
+from arena.lm.tokenizer import tag_id
 
 
 class LocalModel:

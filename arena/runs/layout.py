@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from arena.config import cell_id
+
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -63,3 +65,9 @@ def cell_dir(results_dir: str | Path, name: str, cell_id: str) -> Path:
 
 def manifest_file(results_dir: str | Path, name: str) -> Path:
     return sweep_dir(results_dir, name) / MANIFEST_FILE
+
+
+def run_dir(cfg) -> Path:
+    if cfg.out:
+        return Path(cfg.out).resolve()
+    return Path(cfg.results_dir).resolve() / "runs" / cell_id(cfg)

@@ -37,7 +37,7 @@ def default_train_fn(cfg) -> int:
 
 
 def default_bc_fn(cfg):
-    from arena.backends.embedded.bc import ensure_bc_checkpoint
+    from arena.bc.train import ensure_bc_checkpoint
 
     return ensure_bc_checkpoint(cfg)
 

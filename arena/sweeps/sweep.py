@@ -182,10 +182,10 @@ def superseded_note(plan: SweepPlan, superseded: list[str]) -> str:
 def bc_configs(cells) -> list:
     """One config per distinct BC checkpoint the cells need (a backend with a sweep BC stage,
     arena.backends.BACKENDS, and no model.path).
-    The key is the BC checkpoint's own (arena.backends.embedded.bc_key, torch-free: the driver
+    The key is the BC checkpoint's own (arena.bc.key, torch-free: the driver
     does not import torch or transformers)."""
     from arena.backends import backend_of
-    from arena.backends.embedded.bc_key import bc_hash
+    from arena.bc.key import bc_hash
 
     seen, out = set(), []
     for cell in cells:

@@ -2,7 +2,7 @@
 quantities") loads, resolves, shares its BC checkpoints with budget=default, and plans the
 clipping sweep."""
 import arena.sweeps.cli as sweep_cli
-from arena.backends.embedded.bc_key import bc_hash
+from arena.bc.key import bc_hash
 from arena.config.load import load_config
 
 from ..sweeps import fake_train
@@ -17,7 +17,7 @@ def test_stress_budget_sets_the_off_policy_pressure():
 
 
 def test_stress_reuses_the_band_bc_of_budget_default():
-    # The BC key (bc_key.py) covers env, model, bc.*, seed, eval temperature/top_p and device;
+    # The BC key (arena/bc/key.py) covers env, model, bc.*, seed, eval temperature/top_p and device;
     # stress changes none of budget=default's, so each seed's band BC is the same checkpoint in
     # both budgets. budget=learn trains the wider model (hidden 96), so its BC is another one.
     for seed in (0, 4):

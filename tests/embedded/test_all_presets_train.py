@@ -8,7 +8,8 @@ members recorded in the config are the preset's."""
 import pytest
 from omegaconf import OmegaConf
 
-from arena.backends.embedded.run import run_dir, run_training
+from arena.backends.embedded.run import run_training
+from arena.runs.layout import run_dir
 from arena.config import load_config, resolve_po
 from arena.po.filtering import FILTER
 from arena.po.methods import METHODS

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from arena.backends.embedded.bc import _encode, bc_dir, bc_hash, collect_demos, ensure_bc_checkpoint, sft, sft_loss
-from arena.backends.embedded.micro_batches import trim_padding
-from arena.backends.embedded.model import build_model
-from arena.backends.embedded.tokenizer import build_tokenizer
+from arena.bc.train import _encode, bc_dir, bc_hash, collect_demos, ensure_bc_checkpoint, sft, sft_loss
+from arena.lm.micro_batches import trim_padding
+from arena.lm.model import build_model
+from arena.lm.tokenizer import build_tokenizer
 from arena.config import load_config
 
 

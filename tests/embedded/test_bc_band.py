@@ -1,8 +1,8 @@
-"""BC's validation-band stop (arena.backends.embedded.bc_stop): which check stops SFT, which
+"""BC's validation-band stop (arena.bc.stop): which check stops SFT, which
 rooms it validates on, and what the report says. The evaluation is replaced by a scripted curve."""
 import pytest
 
-from arena.backends.embedded import bc_stop
+from arena.bc import stop as bc_stop
 from arena.config import load_config
 from arena.envs import is_eval_seed
 

@@ -9,7 +9,8 @@ CPU copy, leaves the CUDA model untrained and the bar unmet.
 import pytest
 import torch
 
-from arena.backends.embedded.run import run_dir, run_training
+from arena.backends.embedded.run import run_training
+from arena.runs.layout import run_dir
 from arena.config import load_config
 from arena.runs import RunFolder
 

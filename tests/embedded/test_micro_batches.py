@@ -3,9 +3,9 @@ the same log-probs and the same update as the default contiguous, full-width mic
 import pytest
 import torch
 
-from arena.backends.embedded.logprobs import token_logprobs_and_entropy
-from arena.backends.embedded.micro_batches import micro_batch_rows, padding_bounds, row_lengths, take
-from arena.backends.embedded.model import build_model
+from arena.lm.logprobs import token_logprobs_and_entropy
+from arena.lm.micro_batches import micro_batch_rows, padding_bounds, row_lengths, take
+from arena.lm.model import build_model
 from arena.backends.embedded.trainer import fill_logprobs
 from arena.backends.embedded.update import ppo_update
 from arena.po.compose import resolve

@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from arena.backends.embedded.model import (
+from arena.lm.model import (
     SIZES,
     build_model,
     count_parameters,
@@ -12,7 +12,7 @@ from arena.backends.embedded.model import (
     resolve_device,
     save_checkpoint,
 )
-from arena.backends.embedded.tokenizer import build_tokenizer
+from arena.lm.tokenizer import build_tokenizer
 
 CORPUS = ["#####\n#_OX#\n<think>push box left</think><action>left</action>"] * 4
 

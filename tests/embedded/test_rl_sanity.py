@@ -7,7 +7,8 @@ word); broken bookkeeping (advantages misaligned with rows, a wrong mask) leaves
 """
 import pytest
 
-from arena.backends.embedded.run import run_dir, run_training
+from arena.backends.embedded.run import run_training
+from arena.runs.layout import run_dir
 from arena.config import load_config
 from arena.runs import RunFolder
 

@@ -9,7 +9,8 @@ import json
 import pytest
 
 import arena.backends.embedded.trainer as trainer_mod
-from arena.backends.embedded.run import run_dir, run_training
+from arena.backends.embedded.run import run_training
+from arena.runs.layout import run_dir
 from arena.config import cell_id, load_config
 from arena.runs import RunFolder
 from arena.runs.summary import paired_gain_se

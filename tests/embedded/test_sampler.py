@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.backends.embedded import decoding, sampler
-from arena.backends.embedded.logprobs import token_logprobs_and_entropy
-from arena.backends.embedded.model import build_model
-from arena.backends.embedded.sampler import draw_from, left_pad, make_policy, sample_tokens, top_p_filter
-from arena.backends.embedded.tokenizer import build_tokenizer, tag_id
+from arena.lm import decoding, sampler
+from arena.lm.logprobs import token_logprobs_and_entropy
+from arena.lm.model import build_model
+from arena.lm.sampler import draw_from, left_pad, make_policy, sample_tokens, top_p_filter
+from arena.lm.tokenizer import build_tokenizer, tag_id
 
 V = 40
 # Variable lengths (left padding up to 7 slots) and a repeated prompt (prefilled once).
@@ -221,7 +221,7 @@ def test_cuda_sampler_logp_equals_full_forward_logp():
 
 from types import SimpleNamespace  # noqa: E402
 
-from arena.backends.embedded.sampler import StopStrings  # noqa: E402
+from arena.lm.sampler import StopStrings  # noqa: E402
 from tests.verl.real_tokenizer import STOP, build_real_tokenizer  # noqa: E402
 
 

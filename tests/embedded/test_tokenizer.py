@@ -2,7 +2,7 @@
 import pytest
 from transformers import AutoTokenizer
 
-from arena.backends.embedded.tokenizer import KINDS, TAG_TOKENS, build_tokenizer, tag_id
+from arena.lm.tokenizer import KINDS, TAG_TOKENS, build_tokenizer, tag_id
 
 GRID = "#####\n#_OX#\n#__P#\n#####"
 CORPUS = [

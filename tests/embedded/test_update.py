@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from arena.backends.embedded.update import mini_batch_slices, ppo_update
+from arena.backends.embedded.update import ppo_update
+from arena.po.batching import mini_batch_slices
 from arena.po.compose import resolve
 from arena.po.types import make_batch
 

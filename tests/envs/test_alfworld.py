@@ -95,7 +95,7 @@ def test_seed_to_game_mapping_without_data():
     assert [env.game_for_seed(eval_seed(i)) for i in (0, 1, 2)] == ["e0", "e1", "e0"]
     # BC's validation seeds (500_000 + i) are training seeds too: 500_000 mod 3 = 2 -> "t2", so
     # the env reports a validation split of 0 games (arena.envs.validation_size) and BC says so
-    from arena.backends.embedded.bc_stop import val_seeds
+    from arena.bc.stop import val_seeds
     from arena.envs import validation_size
     assert env.game_for_seed(val_seeds(1)[0]) == "t2" and validation_size("alfworld") == 0
 

@@ -119,7 +119,7 @@ def test_validation_seeds_play_validation_games(tmp_path):
     assert env.game_for_seed(VAL_SEED_OFFSET + 256)["name"] == "g064_w2_q1"
     assert env.game_for_seed(3)["name"] == "g003_w5_q1"
     # BC's band checks exactly the validation games: disjoint from demo (train) and eval games
-    from arena.backends.embedded.bc_stop import VAL_SEED_OFFSET as BAND_OFFSET, val_seeds
+    from arena.bc.stop import VAL_SEED_OFFSET as BAND_OFFSET, val_seeds
     assert BAND_OFFSET == VAL_SEED_OFFSET
     val = {env.game_for_seed(s)["name"] for s in val_seeds(256)}
     train = {env.game_for_seed(s)["name"] for s in range(256)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from arena.agent.prompts import render_prompt
-from arena.backends.embedded.tokenizer import UNK, build_tokenizer
+from arena.lm.tokenizer import UNK, build_tokenizer
 from arena.cli import main
 from arena.envs import Env, eval_seed, make
 from arena.envs.commands import check

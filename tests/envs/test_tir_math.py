@@ -247,8 +247,8 @@ def test_expert_replies_fit_max_new_tokens_except_hard_systems():
 
     from omegaconf import OmegaConf
 
-    from arena.backends.embedded.bc import expert_response
-    from arena.backends.embedded.tokenizer import build_tokenizer
+    from arena.bc.train import expert_response
+    from arena.lm.tokenizer import build_tokenizer
 
     limit = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs/env/tir_math.yaml").max_new_tokens
     replies = {level: [] for level in ("easy", "medium", "hard")}

@@ -15,7 +15,7 @@ FAKE_KEY = "sk-arena-FAKE-4f1c9a7e2b6d"
 
 @pytest.fixture(scope="session")
 def bc_checkpoint(tmp_path_factory) -> str:
-    from arena.backends.embedded.bc import ensure_bc_checkpoint
+    from arena.bc.train import ensure_bc_checkpoint
     from arena.config import load_config
 
     before = torch.get_num_threads()

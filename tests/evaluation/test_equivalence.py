@@ -44,8 +44,8 @@ def test_served_checkpoint_plays_the_same_episodes(bc_checkpoint, served_checkpo
 
 
 def test_checkpoint_eval_equals_the_training_eval(bc_checkpoint, tmp_path):
-    from arena.backends.embedded.evaluate import evaluate
-    from arena.backends.embedded.model import load_model
+    from arena.lm.evaluate import evaluate
+    from arena.lm.model import load_model
     from arena.config import load_config
 
     torch.set_num_threads(1)

@@ -9,8 +9,8 @@ from arena.envs import eval_seed, make
 
 
 def test_models_and_a_greedy_completion_match_the_training_sampler(bc_checkpoint, served_checkpoint):
-    from arena.backends.embedded.model import load_model
-    from arena.backends.embedded.sampler import make_policy
+    from arena.lm.model import load_model
+    from arena.lm.sampler import make_policy
 
     torch.set_num_threads(1)
     env = make("sokoban", dim=5, max_turns=8)

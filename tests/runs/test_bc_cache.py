@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from arena.backends.embedded import bc as bc_module
+from arena.bc import train as bc_module
 from arena.config import load_config
 
 
@@ -14,8 +14,8 @@ from arena.config import load_config
 def fake_bc(tmp_path, monkeypatch, one_thread):
     """ensure_bc_checkpoint with train_bc replaced by: save a tiny model and tokenizer (the real
     save_checkpoint) and count the calls."""
-    from arena.backends.embedded.model import build_model, save_checkpoint
-    from arena.backends.embedded.tokenizer import build_tokenizer
+    from arena.lm.model import build_model, save_checkpoint
+    from arena.lm.tokenizer import build_tokenizer
 
     calls = []
 
@@ -56,7 +56,7 @@ def test_model_files_are_fsynced_before_bc_json_is_written(fake_bc, monkeypatch)
 
 @pytest.mark.parametrize("damage", ["truncate", "flip_byte", "delete"])
 def test_a_damaged_cached_model_is_retrained_not_loaded(fake_bc, damage):
-    from arena.backends.embedded.model import load_model
+    from arena.lm.model import load_model
 
     cfg, calls = fake_bc
     log = []

@@ -20,7 +20,7 @@ def verl_bc_checkpoint(tmp_path_factory) -> str:
     """The path of the shared BC checkpoint (pass it as model.path)."""
     import torch
 
-    from arena.backends.embedded.bc import ensure_bc_checkpoint
+    from arena.bc.train import ensure_bc_checkpoint
     from arena.config import load_config
 
     before = torch.get_num_threads()

@@ -20,7 +20,7 @@ import torch
 from omegaconf import OmegaConf
 
 from arena.agent.prompts import render_prompt
-from arena.backends.embedded.tokenizer import build_tokenizer
+from arena.lm.tokenizer import build_tokenizer
 from arena.backends.verl import agent_loop as loop_module
 from arena.backends.verl.advantages import compute_arena_advantage
 from arena.backends.verl.fan_out import PAD_KEY, actor_rows, fan_out, turns_from_output

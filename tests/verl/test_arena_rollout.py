@@ -11,8 +11,8 @@ import torch
 pytest.importorskip("verl")
 pytest.importorskip("ray")
 
-from arena.backends.embedded.model import build_model  # noqa: E402
-from arena.backends.embedded.sampler import StopStrings, sample_tokens  # noqa: E402
+from arena.lm.model import build_model  # noqa: E402
+from arena.lm.sampler import StopStrings, sample_tokens  # noqa: E402
 from arena.backends.verl import arena_rollout  # noqa: E402
 from arena.backends.verl.rollout_server import ArenaGenerator, ArenaRolloutServer, batch_key  # noqa: E402
 from tests.verl.real_tokenizer import STOP, build_real_tokenizer  # noqa: E402

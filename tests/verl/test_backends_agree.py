@@ -50,14 +50,15 @@ def _turn0_prompts(batch) -> dict[int, list[int]]:
 @pytest.mark.slow
 def test_one_verl_step_equals_the_embedded_step_on_the_same_turns(tmp_path, verl_bc_checkpoint):
     from arena.agent.rollout import rollout
-    from arena.backends.embedded.evaluate import evaluate
-    from arena.backends.embedded.logprobs import token_logprobs_and_entropy
-    from arena.backends.embedded.model import load_model
-    from arena.backends.embedded.sampler import make_policy
-    from arena.backends.embedded.trainer import _to_device, fill_logprobs, step_seeds
+    from arena.lm.evaluate import evaluate
+    from arena.lm.logprobs import token_logprobs_and_entropy
+    from arena.lm.model import load_model
+    from arena.lm.sampler import make_policy
+    from arena.backends.embedded.trainer import _to_device, fill_logprobs
     from arena.backends.embedded.update import ppo_update
     from arena.config import load_config, resolve_po, to_plain
     from arena.envs import make
+    from arena.envs.base import step_seeds
     from arena.po.compose import compute_advantages
 
     out, dump = tmp_path / "verl", tmp_path / "turns"

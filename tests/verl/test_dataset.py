@@ -27,8 +27,8 @@ from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler  # noqa:
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
-from arena.backends.embedded.tokenizer import build_tokenizer  # noqa: E402
-from arena.backends.embedded.trainer import step_seeds  # noqa: E402
+from arena.lm.tokenizer import build_tokenizer  # noqa: E402
+from arena.envs.base import step_seeds  # noqa: E402
 from arena.backends.verl.agent_loop import ArenaAgentLoop, episode_seed  # noqa: E402
 from arena.backends.verl.dataset import dataset_overrides, write_dataset  # noqa: E402
 from arena.backends.verl.verl_config import AGENT_LOOP_NAME, build_verl_config  # noqa: E402

@@ -21,8 +21,8 @@ from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, FSDPOptimizer
 from verl.workers.utils.losses import ppo_loss  # noqa: E402
 from verl.workers.utils.padding import left_right_2_no_padding  # noqa: E402
 
-from arena.backends.embedded.model import build_model, save_checkpoint  # noqa: E402
-from arena.backends.embedded.tokenizer import build_tokenizer  # noqa: E402
+from arena.lm.model import build_model, save_checkpoint  # noqa: E402
+from arena.lm.tokenizer import build_tokenizer  # noqa: E402
 from arena.backends.verl.dataproto import to_dataproto  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
 from arena.po.aggregation import VERL_AGG_MODE  # noqa: E402

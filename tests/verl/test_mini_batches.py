@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("verl")
 
-from arena.backends.embedded.update import mini_batch_slices  # noqa: E402
+from arena.po.batching import mini_batch_slices  # noqa: E402
 from arena.backends.verl.fan_out import pad_rows  # noqa: E402
 from arena.backends.verl.mini_batches import MiniBatch, mini_batch_layout  # noqa: E402
 from arena.po.types import make_batch  # noqa: E402

@@ -195,9 +195,9 @@ class _EngineActor:
 
 @pytest.mark.parametrize("agg", ["seq_mean_token_sum", "token_mean"])
 def test_k2_update_equals_the_embedded_update(agg, tmp_path, monkeypatch):
-    from arena.backends.embedded.logprobs import token_logprobs_and_entropy
-    from arena.backends.embedded.model import build_model, load_model, save_checkpoint
-    from arena.backends.embedded.tokenizer import build_tokenizer
+    from arena.lm.logprobs import token_logprobs_and_entropy
+    from arena.lm.model import build_model, load_model, save_checkpoint
+    from arena.lm.tokenizer import build_tokenizer
     from arena.backends.embedded.update import ppo_update
     from arena.po.compose import ResolvedPO
 

@@ -6,25 +6,20 @@ aside and the run resumes from its checkpoint (docs/design.md, Run folder)."""
 from __future__ import annotations
 
 import traceback
-from pathlib import Path
 
 from arena.backends import check_trainable
 from arena.config import cell_id
 from arena.runs import RunFolder
+from arena.runs.layout import run_dir
 from arena.cli_errors import EXIT_FAILED, EXIT_OK
 from arena.runs.wandb_log import init_wandb
-
-
-def run_dir(cfg) -> Path:
-    if cfg.out:
-        return Path(cfg.out).resolve()
-    return Path(cfg.results_dir).resolve() / "runs" / cell_id(cfg)
 
 
 def run_training(cfg, log=print) -> int:
     import torch
 
-    from .bc import load_initial_model
+    from arena.bc.train import load_initial_model
+
     from .trainer import train
 
     check_trainable(cfg)

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from arena.agent.rollout import rollout
 from arena.config import cell_id, resolve_po, to_plain
-from arena.envs import EVAL_SEED_OFFSET, make
+from arena.envs import make
+from arena.envs.base import step_seeds
 from arena.envs.sandbox import env_isolation
 from arena.po.advantages_gigpo import anchor_repeat_stats, step_term_stats
 from arena.po.compose import compute_advantages
@@ -33,18 +33,13 @@ from arena.runs import RunFolder, collapse_reason, run_status
 from arena.runs.summary import build_summary, paired_gain_se
 from arena.runs.stability import eval_steps
 
-from .checkpoint import load_state, save_state
-from .evaluate import evaluate
-from .logprobs import token_logprobs_and_entropy
-from .micro_batches import micro_batch_rows, row_lengths, take
-from .sampler import make_policy
+from arena.lm.checkpoint import load_state, save_state
+from arena.lm.evaluate import evaluate
+from arena.lm.logprobs import token_logprobs_and_entropy
+from arena.lm.micro_batches import micro_batch_rows, row_lengths, take
+from arena.lm.sampler import make_policy
+
 from .update import ppo_update
-
-
-def step_seeds(seed: int, step: int, try_idx: int, count: int) -> list[int]:
-    """Training seeds of one rollout try: a pure function of (run seed, step, try)."""
-    rng = np.random.default_rng([seed, step, try_idx])
-    return [int(s) for s in rng.integers(0, EVAL_SEED_OFFSET, size=count)]
 
 
 @torch.no_grad()

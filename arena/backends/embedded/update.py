@@ -20,25 +20,16 @@ from typing import Callable, Optional
 
 import torch
 
+from arena.lm.micro_batches import micro_batch_rows, row_lengths, take
 from arena.po.aggregation import AggNorm
+from arena.po.batching import mini_batch_slices
 from arena.po.clipping import count_masked, seq_mask
 from arena.po.compose import ResolvedPO, objective
 from arena.po.types import TurnBatch
 
-from .micro_batches import micro_batch_rows, row_lengths, take
-
 # (model, prompt_ids, prompt_mask, response_ids, response_mask) -> (logp [n,T], entropy [n,T])
 LogProbFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 LOW_RATIO_DELTA = 3e-3  # the authors' scripts' sequence-mask delta: the threshold of `actor/low_ratio_neg_seqs`
-
-
-def mini_batch_slices(n_rows: int, *, num_mini_batches: int, mini_batch_size: Optional[int]) -> list[slice]:
-    """Sequential mini-batches: `mini_batch_size` rows each if given, else `num_mini_batches` near-equal parts."""
-    if mini_batch_size:
-        return [slice(i, min(i + mini_batch_size, n_rows)) for i in range(0, n_rows, mini_batch_size)]
-    k = max(1, min(num_mini_batches, n_rows))
-    bounds = [round(i * n_rows / k) for i in range(k + 1)]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def ppo_update(

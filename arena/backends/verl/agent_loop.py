@@ -22,7 +22,7 @@ turn's (verl pads them into its per-prompt batch; they are not trained on);
 `reward_extra_info["acc"]` = won (verl's validation reports it as `val-core/<src>/acc/mean@k`,
 which `run_folder` maps to eval/success_rate).
 
-Stop rule: the same as the embedded sampler's (arena/backends/embedded/sampler.py,
+Stop rule: the same as the embedded sampler's (arena/lm/sampler.py,
 `StopStrings`): the response ends at the token after which its text contains a stop string
 (`stop`, default `</action>`), however many tokens the tokenizer spells it with. The stop
 strings go to the server as `sampling_params["stop"]` (vLLM's and arena's rollout honour it);
@@ -49,7 +49,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from arena.agent.rollout import _play_turn, _Trajectory, _turn_limit
-from arena.backends.embedded.sampler import StopStrings
+from arena.lm.sampler import StopStrings
 from arena.envs import make
 
 from .verl_config import AGENT_LOOP_NAME

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arena.backends.embedded.trainer import step_seeds
+from arena.envs.base import step_seeds
 from arena.envs.base import eval_seed
 from arena.runs.atomic import atomic_write_text
 

@@ -38,15 +38,10 @@ from typing import Iterator, Optional
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
+from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
 
 DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"  # the same name as trainer.DUMP_TURNS_ENV (imports verl)
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
-
-
-def run_dir(cfg) -> Path:
-    from arena.backends.embedded.run import run_dir as embedded_run_dir
-
-    return embedded_run_dir(cfg)  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
 
 
 def runtime_overrides(cfg, run: RunFolder) -> dict:
@@ -154,7 +149,7 @@ def initial_model_path(cfg, log=print) -> Path:
     as given, else (or with bc.source=rejection) the cached BC checkpoint, trained here once."""
     if cfg.model.path and cfg.bc.source != "rejection":
         return Path(cfg.model.path)
-    from arena.backends.embedded.bc import ensure_bc_checkpoint
+    from arena.bc.train import ensure_bc_checkpoint
 
     return Path(ensure_bc_checkpoint(cfg, log=log)).resolve()
 

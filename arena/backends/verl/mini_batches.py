@@ -34,7 +34,7 @@ import torch
 from verl.protocol import DataProto
 from verl.utils import tensordict_utils as tu
 
-from arena.backends.embedded.update import mini_batch_slices
+from arena.po.batching import mini_batch_slices
 
 # non-tensor column: the index of the row's mini-batch in the step's layout
 MINI_KEY = "arena_mini_batch"

@@ -25,7 +25,7 @@ Sampling parameters (verl's agent loop sends `temperature`, `top_p`, `top_k`,
 - `stop`: stop strings, matched on the decoded text (`StopStrings`); eos always stops unless
   `ignore_eos`;
 - `logprobs`: truthy -> `TokenOutput.log_probs` = the sampler's log-probs, log_softmax(z / T)
-  at the drawn token (arena/backends/embedded/sampler.py);
+  at the drawn token (arena/lm/sampler.py);
 - `top_k` must be -1/0/None and `repetition_penalty` 1: anything else is refused (ValueError),
   never silently ignored.
 Sampling is seeded: the server's generator starts from `seed` (verl's `rollout.seed`).
@@ -37,7 +37,7 @@ from typing import Any, Iterable, Optional
 
 import torch
 
-from arena.backends.embedded.sampler import StopStrings, sample_tokens
+from arena.lm.sampler import StopStrings, sample_tokens
 
 BATCH_WAIT_S = 0.02  # how long the first request of a batch waits for others
 UNSUPPORTED = {"top_k": (-1, 0, None), "repetition_penalty": (1, 1.0, None)}

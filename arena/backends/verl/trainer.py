@@ -54,7 +54,7 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils.metric import reduce_metrics
 
-from arena.backends.embedded.trainer import step_seeds
+from arena.envs.base import step_seeds
 from arena.po.filtering import collect_groups
 from arena.po.types import TurnBatch
 

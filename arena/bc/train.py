@@ -1,6 +1,6 @@
 """Behaviour cloning (`arena bc`, docs/design.md §D): SFT on expert demonstrations, loss on the
 response tokens only, checkpoint at `<results_dir>/bc/<hash>/model` (atomic, keyed by every
-input it depends on: bc_key.py), with a report `bc.json` (format-valid rate and success on
+input it depends on: key.py), with a report `bc.json` (format-valid rate and success on
 evaluation seeds, the validation curve when `bc.band` stops it).
 
     L_SFT = - sum_{j,t} m_{j,t} log pi(y_{j,t} | x_j, y_{j,<t}) / sum_{j,t} m_{j,t}
@@ -25,13 +25,14 @@ from arena.envs import make
 from arena.runs import atomic_write_json
 from arena.runs.atomic import digest_problem, folder_digest, fsync_tree
 
-from .bc_key import bc_hash
-from .bc_stop import BandStop
-from .evaluate import evaluate
-from .logprobs import token_logprobs_and_entropy
-from .micro_batches import trim_padding
-from .model import build_model, load_model, save_checkpoint
-from .tokenizer import build_tokenizer
+from arena.lm.evaluate import evaluate
+from arena.lm.logprobs import token_logprobs_and_entropy
+from arena.lm.micro_batches import trim_padding
+from arena.lm.model import build_model, load_model, save_checkpoint
+from arena.lm.tokenizer import build_tokenizer
+
+from .key import bc_hash
+from .stop import BandStop
 
 THINK = "plan"  # the short think text of every demonstration
 
@@ -76,7 +77,7 @@ def collect_rollout_demos(cfg, model, tokenizer, n_episodes: int, *, chunk: int 
     (prompt, response) turns of the won episodes. Returns (pairs, the model's success rate)."""
     from arena.agent.rollout import rollout
 
-    from .sampler import make_policy
+    from arena.lm.sampler import make_policy
 
     policy = make_policy(model, tokenizer, temperature=1.0, max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed)
     envs = [make(cfg.env.name, **to_plain(cfg.env.kwargs)) for _ in range(min(chunk, n_episodes))]

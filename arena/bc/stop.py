@@ -21,11 +21,9 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from arena.config import to_plain
-from arena.envs import EVAL_SEED_OFFSET, validation_size
-
-from .evaluate import evaluate
-
-VAL_SEED_OFFSET = EVAL_SEED_OFFSET // 2  # 500_000: above any demo seed, below every eval seed
+from arena.envs import validation_size
+from arena.envs.base import VAL_SEED_OFFSET
+from arena.lm.evaluate import evaluate
 
 
 def val_seeds(n: int) -> list[int]:
