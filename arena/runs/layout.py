@@ -55,6 +55,12 @@ def check_name(key: str, value: object) -> str:
     return text
 
 
+def run_dir(cfg) -> Path:
+    if cfg.out:
+        return Path(cfg.out).resolve()
+    return Path(cfg.results_dir).resolve() / "runs" / cell_id(cfg)
+
+
 def sweep_dir(results_dir: str | Path, name: str) -> Path:
     return Path(results_dir).resolve() / SWEEPS_DIR / name
 
@@ -65,9 +71,3 @@ def cell_dir(results_dir: str | Path, name: str, cell_id: str) -> Path:
 
 def manifest_file(results_dir: str | Path, name: str) -> Path:
     return sweep_dir(results_dir, name) / MANIFEST_FILE
-
-
-def run_dir(cfg) -> Path:
-    if cfg.out:
-        return Path(cfg.out).resolve()
-    return Path(cfg.results_dir).resolve() / "runs" / cell_id(cfg)
