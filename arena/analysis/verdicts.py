@@ -115,7 +115,7 @@ def _interval_alpha(p: np.ndarray, rejected: np.ndarray, alpha: float) -> np.nda
     """
     k = p.shape[-1]
     rank = np.argsort(np.argsort(p, axis=-1, kind="stable"), axis=-1)  # [..., k], 0-based j - 1
-    return np.where(rejected, alpha / (k - rank), alpha / k)  # [..., k]
+    return np.where(rejected, alpha / (k - rank), alpha / max(k, 1))  # [..., k]
 
 
 def family_verdicts(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, *, min_effect: float = MIN_EFFECT,
@@ -228,17 +228,24 @@ def compare_family(diffs_by_name: Mapping[str, Sequence[float]], *, min_effect: 
                    alpha: float = ALPHA) -> dict[str, Comparison]:
     """The rule for a family of paired comparisons (Holm across the family), by name.
 
+    The family is the members with at least 2 finite pairs: one with fewer has no test (verdict
+    underpowered, p = p_adjusted = 1) and does not count in k, so it cannot dilute the others
+    (which members count depends on the seed counts alone, never on the outcomes).
     mde and seeds_needed use the Bonferroni level alpha / k, the level the family guarantees each
     comparison (Holm tests the last-ranked one there; earlier ones get more)."""
-    names = list(diffs_by_name)
-    if not names:
+    summaries = {name: _summary(diffs_by_name[name]) for name in diffs_by_name}
+    tested = [name for name, (n, _, _) in summaries.items() if n >= 2]
+    k = max(1, len(tested))
+    order = tested + [name for name in summaries if name not in tested]
+    if not order:
         return {}
-    k = len(names)
-    summaries = [_summary(diffs_by_name[name]) for name in names]
-    n, mean, sd = (np.array(col, dtype=float) for col in zip(*summaries))  # [k] each
-    result = family_verdicts(mean, sd, n, min_effect=min_effect, alpha=alpha)
+    n, mean, sd = (np.array(col, dtype=float) for col in zip(*(summaries[name] for name in order)))  # [members] each
+    t = len(tested)
+    result = family_verdicts(mean[:t], sd[:t], n[:t], min_effect=min_effect, alpha=alpha)  # [t] each
+    untested = {"p": 1.0, "p_adjusted": 1.0, "low": np.nan, "high": np.nan, "verdict": UNDERPOWERED}
+    result = {key: np.concatenate([value, np.full(len(order) - t, untested[key])]) for key, value in result.items()}
     out = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate(order):
         n_i, verdict = int(n[i]), str(result["verdict"][i])
         spread = 0.0 if bool(all_tied(mean[i], sd[i])) else float(sd[i])  # tied: the sign-flip case
         mde = detectable_difference(spread, n_i, alpha=alpha / k)
@@ -249,7 +256,7 @@ def compare_family(diffs_by_name: Mapping[str, Sequence[float]], *, min_effect: 
             n=n_i, mean=float(mean[i]), sd=float(sd[i]), low=float(result["low"][i]), high=float(result["high"][i]),
             p=float(result["p"][i]), p_adjusted=float(result["p_adjusted"][i]), mde=mde, verdict=verdict,
             seeds_needed=needed, note=_note(n_i, float(result["p_adjusted"][i]), k, verdict, mde, needed, min_effect))
-    return out
+    return {name: out[name] for name in diffs_by_name}
 
 
 def compare(diffs: Sequence[float], *, min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> Comparison:
