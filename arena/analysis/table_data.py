@@ -104,10 +104,10 @@ def _mean_ci(samples: dict[str, np.ndarray], ci_fn=stats.stratified_bootstrap_ci
 
 
 def _column_diffs(pairs_by_env: dict[str, dict[int, float]], env: str) -> tuple[Optional[list[float]], str]:
-    """(the d_s of one table column, missing): one env's d_s (stats.paired_differences_by_seed), or on the
-    Avg row
-    d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. `missing` names the envs that lack
-    a pair: an env without one gives [], an Avg row the missing-data rule leaves out gives None."""
+    """(the d_s of one table column, missing): one env's d_s (stats.paired_differences_by_seed), or
+    on the Avg row d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. `missing` names the
+    envs that lack a pair: an env without one gives [], an Avg row the missing-data rule leaves out
+    gives None."""
     if env != AVG:
         return list(pairs_by_env[env].values()), "" if pairs_by_env[env] else env
     missing = ", ".join(e for e, d in pairs_by_env.items() if not d)
