@@ -146,12 +146,12 @@ def commit_text(rows: pd.DataFrame) -> str:
     return f"recorded in {', '.join(recorded)}" if recorded else "not recorded"
 
 
-def agreement(verdict: str, sign: Optional[int], seeds_needed: Optional[int]) -> str:
+def agreement(verdict: str, sign: Optional[int]) -> str:
     """The verdict against the paper's direction: agrees / opposite / not found / unresolved."""
     if sign is None:
         return "-"
     if verdict == verdicts.UNDERPOWERED:
-        return "unresolved" + (f" (~{seeds_needed} seeds)" if seeds_needed else "")
+        return "unresolved"
     if verdict == verdicts.NO_DIFFERENCE:
         return "not found"
     return "agrees" if (verdict == verdicts.BETTER) == (sign > 0) else "opposite"
@@ -204,7 +204,7 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
                 out.append({"kind": "finding", "finding": finding, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
                             "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
                             **_comparison_columns(held[c.arm], family[c.arm]),
-                            "vs_paper": agreement(family[c.arm].verdict, c.sign, family[c.arm].seeds_needed),
+                            "vs_paper": agreement(family[c.arm].verdict, c.sign),
                             "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
                                       f"{stability_text(rows[rows['arm'] == c.baseline])}"})
         done = {r["comparison"] for r in out if r["finding"] == finding}
@@ -258,7 +258,7 @@ def _finding_lines(findings: pd.DataFrame) -> list[list[str]]:
                           f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-"])
             continue
         lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", r["sweep"], r["seeds"], _effect(r),
-                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), r["verdict"], r["vs_paper"],
+                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["vs_paper"],
                       r["stable"]])
     return lines
 
