@@ -169,3 +169,12 @@ def test_a_one_seed_comparison_stays_out_of_the_holm_family():
     cispo, sapo = found.loc["CISPO - GRPO"], found.loc["SAPO - GRPO"]
     assert cispo["p_adjusted"] == pytest.approx(p_two_sided_df2([-10, -12, -14]), rel=1e-6) == pytest.approx(cispo["p"])
     assert (cispo["verdict"], sapo["verdict"], sapo["n"], sapo["per_seed"]) == ("worse", "underpowered", 1, "+1.0")
+
+
+def test_readme_excerpt_is_rows_of_the_committed_findings_table():
+    """The README's excerpt of the findings table is rows of docs/findings/findings.md, unchanged."""
+    table = set((RUN_TABLES / "findings.md").read_text().splitlines())
+    readme = (ROOT / "README.md").read_text().splitlines()
+    excerpt = [line for line in readme if line.startswith(("| finding |", "| F1 |", "| F2 |", "| GSPO |"))]
+    assert len(excerpt) >= 3
+    assert [line for line in excerpt if line not in table] == []
