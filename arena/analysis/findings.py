@@ -9,8 +9,8 @@ recorded a run whose commit is not known), command and source (where a transcrib
 For each comparison `arm - baseline` of each finding and each sweep that holds both arms: the paired
 per-seed differences of the final eval success (points; the mean over environments of seed s), under
 the one verdict rule (arena.analysis.verdicts.compare_family: paired t, Holm across the comparisons of
-one finding in one sweep). For each arm of each sweep: its gain over its own step-0 eval (Holm across
-the sweep's arms). A comparison that no sweep holds says which command makes it.
+one finding in one sweep; a comparison with one seed is untested and not counted in the family). For
+each arm of each sweep: its gain over its own step-0 eval (Holm across the sweep's arms). A comparison that no sweep holds says which command makes it.
 """
 from __future__ import annotations
 
@@ -177,16 +177,6 @@ def _missing_row(claim: Claim) -> dict:
             "command": f"arena sweep dimension={claim.dimension}"}
 
 
-def compare_testable(diffs: dict[str, pd.Series], *, min_effect: float) -> dict[str, "verdicts.Comparison"]:
-    """The rule on a family: Holm across the comparisons with >= 2 paired seeds. One with a single seed
-    has no spread, is never tested (p = 1, "underpowered") and so can never make a false verdict; leaving
-    it out of the family keeps the family-wise error <= alpha and costs the others no power."""
-    testable = {name: d for name, d in diffs.items() if len(d) >= 2}
-    out = verdicts.compare_family(testable, min_effect=min_effect) if testable else {}
-    out.update({name: verdicts.compare(d, min_effect=min_effect) for name, d in diffs.items() if name not in testable})
-    return {name: out[name] for name in diffs}
-
-
 def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: float = verdicts.MIN_EFFECT) -> pd.DataFrame:
     """One row per (comparison, sweep holding both arms); a comparison no sweep holds gets one row
     naming its command. Holm runs across the comparisons of one finding within one sweep."""
@@ -196,7 +186,7 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
         for sweep, rows in runs.groupby("sweep", sort=True):
             diffs = {c.arm: paired_differences(rows, c.arm, c.baseline) for c in members}
             held = {arm: d for arm, d in diffs.items() if len(d)}
-            family = compare_testable(held, min_effect=min_effect)
+            family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
             for c in members:
                 if c.arm not in family:
                     continue
@@ -219,7 +209,7 @@ def gain_rows(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) ->
         arms = list(dict.fromkeys(rows["arm"]))
         g = {arm: gains(rows, arm) for arm in arms}
         held = {arm: s for arm, s in g.items() if len(s)}
-        family = compare_testable(held, min_effect=min_effect)
+        family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
         for arm in held:
             arm_rows = rows[rows["arm"] == arm]
             out.append({"kind": "gain", "comparison": f"{display(arm)} - start", **_sweep_columns(arm_rows),
