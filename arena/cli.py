@@ -149,7 +149,7 @@ def _findings(args: Sequence[str]) -> int:
     dir's sweeps or on committed run tables (arena/analysis/findings.py)."""
     from arena.analysis.findings import main as findings_main
 
-    return findings_main(list(args))
+    return findings_main(parse_overrides(args))
 
 
 def _verl_config(args: Sequence[str]) -> int:

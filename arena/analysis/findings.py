@@ -312,14 +312,13 @@ def build(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) -> tup
 KEYS = ("results_dir", "csv", "out", "min_effect")
 
 
-def main(argv: Sequence[str]) -> int:
-    """`arena findings [results_dir=DIR | csv=PATH] [out=DIR] [min_effect=POINTS]`: print the findings
-    table (markdown); with out=DIR also write DIR/findings.md and DIR/findings.csv. Exit 2 on bad input."""
-    from arena.cli import parse_overrides
+def main(opts: dict) -> int:
+    """`arena findings [results_dir=DIR | csv=PATH] [out=DIR] [min_effect=POINTS]` (opts: the parsed
+    key=value pairs): print the findings table (markdown); with out=DIR also write DIR/findings.md and
+    DIR/findings.csv. Bad input raises BadInput (exit 2)."""
     from arena.cli_errors import BadInput
     from arena.runs.atomic import atomic_write_text
 
-    opts = parse_overrides(argv)
     unknown = sorted(set(opts) - set(KEYS))
     if unknown:
         raise BadInput(f"unknown key(s) {unknown}; valid: {', '.join(KEYS)}")
