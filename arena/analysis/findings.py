@@ -247,7 +247,8 @@ def _finding_lines(findings: pd.DataFrame) -> list[list[str]]:
             lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", "-", "-",
                           f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-"])
             continue
-        lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", r["sweep"], r["seeds"], _effect(r),
+        where = f"{r['sweep']} (budget {r['budget']}; {r['commit']})"
+        lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", where, r["seeds"], _effect(r),
                       r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["vs_paper"],
                       r["stable"]])
     return lines
@@ -272,7 +273,7 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
             f"+-{min_effect:g} points, \"underpowered\" says about how many seeds would resolve {min_effect:g} points; "
             f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread")
     out = [f"Findings: arm - baseline, final eval success on the same seed (points). Verdict rule: {rule}.", ""]
-    out += _md_table(["finding", "comparison", "paper", "sweep", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
+    out += _md_table(["finding", "comparison", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
                       "verdict", "vs paper", "stable: arm / baseline"], _finding_lines(findings))
     out += ["", "Gain over the BC start: final - step-0 eval of the same run (points); Holm across the sweep's arms.", ""]
     out += _md_table(["sweep", "arm", "seeds", "gain [CI]", "per seed", "p (Holm)", "MDE", "verdict", "stable"],
