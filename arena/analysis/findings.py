@@ -137,6 +137,12 @@ def stability_text(rows: pd.DataFrame) -> str:
     return f"{sum(known)}/{len(known)}" + (f" ({collapsed} collapsed)" if collapsed else "")
 
 
+def fell_text(rows: pd.DataFrame) -> str:
+    """"k/n": runs whose final eval is below their own step-0 eval (final < start), of those with both."""
+    both = rows[rows["final_eval_success"].notna() & rows["initial_eval_success"].notna()]
+    return f"{int((both['final_eval_success'] < both['initial_eval_success']).sum())}/{len(both)}" if len(both) else "-"
+
+
 def commit_text(rows: pd.DataFrame) -> str:
     """The runs' commit(s); else the commit whose docs recorded them; else "not recorded"."""
     shas = sorted({s[:7] for s in rows["git_sha"] if s})
@@ -196,7 +202,8 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
                             **_comparison_columns(held[c.arm], family[c.arm]),
                             "vs_paper": agreement(family[c.arm].verdict, c.sign),
                             "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
-                                      f"{stability_text(rows[rows['arm'] == c.baseline])}"})
+                                      f"{stability_text(rows[rows['arm'] == c.baseline])}",
+                            "fell": f"{fell_text(rows[rows['arm'] == c.arm])} / {fell_text(rows[rows['arm'] == c.baseline])}"})
         done = {r["comparison"] for r in out if r["finding"] == finding}
         out += [_missing_row(c) for c in members if f"{display(c.arm)} - {display(c.baseline)}" not in done]
     return pd.DataFrame(out)
@@ -245,12 +252,12 @@ def _finding_lines(findings: pd.DataFrame) -> list[list[str]]:
     for _, r in findings.iterrows():
         if r["verdict"] == "no sweep":
             lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", "-", "-",
-                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-"])
+                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-", "-"])
             continue
         where = f"{r['sweep']} (budget {r['budget']}; {r['commit']})"
         lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", where, r["seeds"], _effect(r),
                       r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["vs_paper"],
-                      r["stable"]])
+                      r["stable"], r["fell"]])
     return lines
 
 
@@ -274,7 +281,8 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
             f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread")
     out = [f"Findings: arm - baseline, final eval success on the same seed (points). Verdict rule: {rule}.", ""]
     out += _md_table(["finding", "comparison", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
-                      "verdict", "vs paper", "stable: arm / baseline"], _finding_lines(findings))
+                      "verdict", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
+                     _finding_lines(findings))
     out += ["", "Gain over the BC start: final - step-0 eval of the same run (points); Holm across the sweep's arms.", ""]
     out += _md_table(["sweep", "arm", "seeds", "gain [CI]", "per seed", "p (Holm)", "MDE", "verdict", "stable"],
                      [[r["sweep"], r["comparison"].removesuffix(" - start"), r["seeds"], _effect(r), r["per_seed"],
@@ -286,7 +294,7 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
 
 
 CSV_COLUMNS = ("kind", "finding", "comparison", "paper", "cite", "sweep", "budget", "commit", "seeds", "n", "per_seed",
-               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "vs_paper", "stable", "note",
+               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "vs_paper", "stable", "fell", "note",
                "command")
 
 

@@ -98,6 +98,8 @@ def test_opposite_sign_and_stability_columns():
     row = F.finding_rows(runs, F.load_claims()).set_index("comparison").loc["GSPO - GRPO"]
     assert row["verdict"] == verdicts.WORSE and row["vs_paper"] == "opposite"
     assert row["stable"] == "2/3 (1 collapsed) / 3/3"
+    # every run starts at 30; GRPO ends at 40 (none below its start), GSPO at 30, 29, 28: seeds 1, 2 fell
+    assert row["fell"] == "2/3 / 0/3"
 
 
 def test_text_helpers():
