@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from typing import Any, Callable
 
 import pandas as pd
@@ -189,9 +190,13 @@ def render_markdown(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> st
 
 
 def _tex(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+    """LaTeX-safe text: specials escaped; "~" (a tie in LaTeX) and "<" (a different glyph in text
+    mode) go to math."""
+    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
+                 ("~", r"$\sim$")):
         text = text.replace(a, b)
-    return text.replace("±", r"$\pm$").replace("n<3", r"$n<3$")
+    text = text.replace("±", r"$\pm$")
+    return re.sub(r"\b([np])<([0-9.]+)", r"$\1<\2$", text)
 
 
 def _tex_tabular(rows: list[tuple[str, str, list[str]]], columns: list[str]) -> list[str]:

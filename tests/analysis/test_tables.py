@@ -197,6 +197,8 @@ def test_csv_and_tex(report_dir):
     assert [r["env"] for r in rows[:3]] == ["sokoban", "household", "Avg"]
     tex = (report_dir / "table.tex").read_text()
     assert r"50.0 $\pm$ 10.0 [40.0, 60.0] (n=3)" in tex and r"$n<3$" in tex and r"grpo\_4mb" in tex
+    # "~" is a tie and "<" another glyph in LaTeX text: both go to math (grpo's Avg gain row)
+    assert r"32.7; $\sim$17 seeds for 5" in tex and r"$n<2$ (n=1)" in tex and "~" not in tex
 
 
 def test_table_rerun_is_byte_identical(results_dir, report_dir):

@@ -39,6 +39,9 @@ NULL_DIFFS = {
     # arm - baseline success rate over 20 eval episodes, both Binomial(20, 0.1): what exchangeable
     # arms give (symmetric about 0), discrete, with ties (every d_s equal happens: the sign-flip case).
     "binomial difference": lambda rng, shape: 5.0 * (rng.binomial(20, 0.1, shape) - rng.binomial(20, 0.1, shape)),
+    # symmetric heavy tails (Student t, 3 df: a few seeds far off either way); the t-test is
+    # conservative here (measured 3.8-4.2% at n = 2-10 with 200,000 sweeps)
+    "heavy tails": lambda rng, shape: 10.0 * rng.standard_t(3, shape),
 }
 
 
@@ -86,10 +89,11 @@ def test_family_of_five_arms_keeps_family_wise_error(n):
     d = _family(rng, 5, n, np.zeros(5))  # [sims, 5, n], no arm differs from the baseline
     holm_rate = false_verdict_rate(V.verdicts_of_samples(d))
     assert holm_rate <= mc_bound(V.ALPHA), (n, holm_rate)
-    # the same arms judged one by one (five families of one): the family error is far above 5%,
-    # so the check above fails if the family adjustment is dropped
+    # the same arms judged one by one (five families of one): the family error is far above 5%
+    # (measured 21% at n = 3, 19% at n = 10; 1 - 0.95^5 = 23% if the arms were independent), so
+    # the check above fails if the family adjustment is dropped
     one_by_one = V.verdicts_of_samples(d[:, :, None, :])[..., 0]  # [sims, 5]
-    assert false_verdict_rate(one_by_one) > 0.12, n
+    assert false_verdict_rate(one_by_one) > 0.15, n
 
 
 def test_family_with_real_effects_keeps_error_on_the_null_arms():
