@@ -144,6 +144,14 @@ def _report(args: Sequence[str]) -> int:
     return report_main(list(args))
 
 
+def _findings(args: Sequence[str]) -> int:
+    """`arena findings [results_dir=DIR | csv=PATH] [out=DIR]`: the paper's findings tested on a results
+    dir's sweeps or on committed run tables (arena/analysis/findings.py)."""
+    from arena.analysis.findings import main as findings_main
+
+    return findings_main(parse_overrides(args))
+
+
 def _verl_config(args: Sequence[str]) -> int:
     """`arena verl-config key=value ...`: print the generated verl config."""
     from arena.backends.verl.cli import verl_config_main
@@ -173,6 +181,7 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "status": _sweeps("status"),
     "search": _sweeps("search"),
     "report": _report,
+    "findings": _findings,
     "verl-config": _verl_config,
     "methods": _methods,
     "envs": _envs,

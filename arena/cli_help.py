@@ -81,6 +81,17 @@ def _report_sections() -> list[tuple[str, list[KeyDoc]]]:
     return [("Keys", [KeyDoc(k, defaults.get(k), meaning.get(k, "")) for k in KEYS])]
 
 
+def _findings_sections() -> list[tuple[str, list[KeyDoc]]]:
+    from arena.analysis.findings import KEYS
+
+    meaning = {"results_dir": "read every sweep under results_dir/sweeps/ (its report runs)",
+               "csv": "instead: committed run tables, one <name>_runs.csv file or a folder of them (docs/findings)",
+               "out": "also write out/findings.md and out/findings.csv",
+               "min_effect": "points: the difference a 'no difference' verdict must rule out"}
+    defaults = {"results_dir": "results", "min_effect": 5.0}
+    return [("Keys", [KeyDoc(k, defaults.get(k), meaning[k]) for k in KEYS])]
+
+
 def _eval_sections() -> list[tuple[str, list[KeyDoc]]]:
     from arena.evaluation import options
 
@@ -110,6 +121,11 @@ VERB_HELP: dict[str, VerbHelp] = {
                        lambda: [("Keys", [KeyDoc("name", None, "the sweep; required"),
                                           KeyDoc("results_dir", "results", "where the sweeps are")])]),
     "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.", _report_sections),
+    "findings": VerbHelp("arena findings [results_dir=DIR | csv=PATH] [out=DIR]",
+                         "The paper's findings tested on the sweeps of a results dir: for each comparison, the "
+                         "paper's number, the paired difference with its interval and verdict, the seeds, sweep, "
+                         "budget and commit; a comparison no sweep holds names the command that makes it "
+                         "(docs/testbed.md, Findings table).", _findings_sections),
     "methods": VerbHelp("arena methods [method=NAME]", "The method presets with their resolved members and "
                         "hyperparameters.", lambda: [("Keys", _methods_key())]),
     "envs": VerbHelp("arena envs play|check env=NAME [key=value ...]", "Play an environment by hand or check its "

@@ -20,6 +20,7 @@ def leaf_keys(cls, prefix=""):
 
 def own_keys(verb):
     """The keys each verb's own parser accepts, read from where the parser reads them."""
+    from arena.analysis.findings import KEYS as FINDINGS_KEYS
     from arena.analysis.report import KEYS as REPORT_KEYS
     from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
     from arena.sweeps.sweep import SWEEP_KEYS
@@ -28,7 +29,7 @@ def own_keys(verb):
     return {"train": run, "bc": run, "verl-config": run,
             "sweep": list(SWEEP_KEYS) + run,
             "search": ["method"] + [k for k in SWEEP_KEYS if k not in ("dimension", "grid")] + run,
-            "status": ["name", "results_dir"], "report": list(REPORT_KEYS), "methods": ["method"],
+            "status": ["name", "results_dir"], "report": list(REPORT_KEYS), "findings": list(FINDINGS_KEYS), "methods": ["method"],
             "envs": ["play", "check", "env", "seed", "n"],
             "eval": list(DEFAULTS) + ["n", "seed"] + run, "serve": list(SERVE_DEFAULTS)}[verb]
 

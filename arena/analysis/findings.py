@@ -1,0 +1,353 @@
+"""`arena findings`: the paper's findings (arena/analysis/findings.yaml) tested on the runs of a results
+dir or of committed run tables (docs/testbed.md, "Findings table"; docs/design.md, Report).
+
+Input: one row per run, the columns of the report's runs table (arena.analysis.frames.runs_frame, or
+the `<name>_runs.csv` files of arena.analysis.tidy_csv): sweep, arm, env, seed, final_eval_success,
+initial_eval_success, status, stable, budget, git_sha; optional recorded_in (the commit whose docs
+recorded a run whose commit is not known), command and source (where a transcribed row came from).
+
+For each comparison `arm - baseline` of each finding and each sweep that holds both arms: the paired
+per-seed differences of the final eval success (points; the mean over environments of seed s), under
+the one verdict rule (arena.analysis.verdicts.compare_family: paired t, Holm across the comparisons of
+one finding in one sweep; a comparison with one seed is untested and not counted in the family). For
+each arm of each sweep: its gain over its own step-0 eval (Holm across the sweep's arms). A comparison that no sweep holds says which command makes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from . import verdicts
+
+FINDINGS_FILE = Path(__file__).with_name("findings.yaml")
+TEXT_COLUMNS = ("sweep", "arm", "env", "status", "budget", "git_sha", "recorded_in", "command", "source")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One comparison of one finding: `arm - baseline`, and what the paper reports for it."""
+    finding: str
+    claim: str
+    cite: str
+    dimension: str
+    arm: str
+    baseline: str
+    paper: str
+    sign: Optional[int]
+
+
+def load_claims(path: str | Path = FINDINGS_FILE) -> list[Claim]:
+    """findings.yaml -> one Claim per comparison, in file order."""
+    data = yaml.safe_load(Path(path).read_text())
+    return [Claim(f["id"], f["claim"], f["cite"], f["dimension"], c["arm"], c["baseline"], c["paper"], c["sign"])
+            for f in data["findings"] for c in f["comparisons"]]
+
+
+def _stable_value(value):
+    """A run's `stable` (bool, "true"/"false", "unresolved", empty) as True / False / None."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return {"true": True, "false": False}.get(str(value).strip().lower())
+
+
+def normalise_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The columns the findings read, with text columns as text ('' when absent) and `stable` as
+    True / False / None."""
+    runs = runs.copy()
+    for col in TEXT_COLUMNS:
+        runs[col] = runs[col].fillna("").astype(str) if col in runs else ""
+    runs["seed"] = runs["seed"].astype(int)
+    for col in ("final_eval_success", "initial_eval_success"):
+        runs[col] = pd.to_numeric(runs[col], errors="coerce").astype(float)
+    runs["stable"] = [_stable_value(v) for v in runs["stable"]] if "stable" in runs else None
+    return runs
+
+
+def read_run_tables(path: str | Path) -> pd.DataFrame:
+    """The committed run tables: one `<name>_runs.csv` file, or every such file in a folder (name order)."""
+    path = Path(path)
+    files = sorted(path.glob("*_runs.csv")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise FileNotFoundError(f"no <name>_runs.csv file at {path}")
+    frames = [pd.read_csv(f, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT_COLUMNS})
+              for f in files]
+    # a report's runs table (analysis/tidy_csv.py export) has no sweep column: its file names it
+    frames = [frame if "sweep" in frame else frame.assign(sweep=f.name.removesuffix("_runs.csv"))
+              for f, frame in zip(files, frames)]
+    return normalise_runs(pd.concat(frames, ignore_index=True))
+
+
+def read_results_dir(results_dir: str | Path) -> pd.DataFrame:
+    """Every sweep of a results dir (`<results_dir>/sweeps/<name>/manifest.json`), its report runs."""
+    from .frames import runs_frame
+
+    names = sorted(p.parent.name for p in Path(results_dir).glob("sweeps/*/manifest.json"))
+    if not names:
+        raise FileNotFoundError(f"no sweep under {Path(results_dir) / 'sweeps'} (no */manifest.json)")
+    return normalise_runs(runs_frame(results_dir, names))
+
+
+def per_seed(runs: pd.DataFrame, arm: str, value: str = "final_eval_success") -> pd.Series:
+    """An arm's value per seed in points: the mean over its environments (NaN runs left out)."""
+    rows = runs[(runs["arm"] == arm) & runs[value].notna()]
+    return (100.0 * rows.groupby("seed")[value].mean()).sort_index()
+
+
+def paired_differences(runs: pd.DataFrame, arm: str, baseline: str) -> pd.Series:
+    """d_s = arm - baseline on each seed both have (points), seeds in order.
+    Per env e and seed s: d_{s,e} = 100 (final_arm - final_base); d_s = mean_e d_{s,e} over the envs
+    both arms finished on that seed."""
+    a = runs[runs["arm"] == arm].set_index(["seed", "env"])["final_eval_success"]
+    b = runs[runs["arm"] == baseline].set_index(["seed", "env"])["final_eval_success"]
+    d = (100.0 * (a - b)).dropna()  # [(seed, env) pairs both have]
+    return d.groupby(level="seed").mean().sort_index()
+
+
+def gains(runs: pd.DataFrame, arm: str) -> pd.Series:
+    """g_s = final - step-0 eval of the arm's own run on seed s (points; mean over envs)."""
+    rows = runs[runs["arm"] == arm]
+    g = (100.0 * (rows["final_eval_success"] - rows["initial_eval_success"])).groupby(rows["seed"]).mean()
+    return g.dropna().sort_index()
+
+
+def display(arm: str) -> str:
+    """An arm as the paper writes it: cispo_sm -> CISPO_SM, gigpo_ds -> GiGPO_DS."""
+    return arm.upper().replace("GIGPO", "GiGPO")
+
+
+def seeds_text(seeds: Sequence[int]) -> str:
+    """[0, 1, 2] -> "0-2"; [0, 1, 3] -> "0, 1, 3"."""
+    seeds = sorted(int(s) for s in seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def stability_text(rows: pd.DataFrame) -> str:
+    """"k/n" runs stable (and how many collapsed); "-" when no run says."""
+    known = [s for s in rows["stable"] if s is not None]
+    if not known:
+        return "-"
+    collapsed = int((rows["status"] == "collapsed").sum())
+    return f"{sum(known)}/{len(known)}" + (f" ({collapsed} collapsed)" if collapsed else "")
+
+
+def fell_text(rows: pd.DataFrame) -> str:
+    """"k/n": runs whose final eval is below their own step-0 eval (final < start), of those with both."""
+    both = rows[rows["final_eval_success"].notna() & rows["initial_eval_success"].notna()]
+    return f"{int((both['final_eval_success'] < both['initial_eval_success']).sum())}/{len(both)}" if len(both) else "-"
+
+
+def commit_text(rows: pd.DataFrame) -> str:
+    """The runs' commit(s); else the commit whose docs recorded them; else "not recorded"."""
+    shas = sorted({s[:7] for s in rows["git_sha"] if s})
+    if shas:
+        return ", ".join(shas)
+    recorded = sorted({s for s in rows["recorded_in"] if s})
+    return f"recorded in {', '.join(recorded)}" if recorded else "not recorded"
+
+
+def agreement(verdict: str, sign: Optional[int]) -> str:
+    """The verdict against the paper's direction: agrees / opposite / not found / unresolved."""
+    if sign is None:
+        return "-"
+    if verdict == verdicts.UNDERPOWERED:
+        return "unresolved"
+    if verdict == verdicts.NO_DIFFERENCE:
+        return "not found"
+    return "agrees" if (verdict == verdicts.BETTER) == (sign > 0) else "opposite"
+
+
+def _comparison_columns(d: pd.Series, c: "verdicts.Comparison") -> dict:
+    """The statistics of one comparison, as findings.csv holds them."""
+    return {"seeds": seeds_text(d.index), "n": c.n, "per_seed": " / ".join(f"{v:+.1f}" for v in d),
+            "mean": c.mean, "low": c.low, "high": c.high, "p": c.p, "p_adjusted": c.p_adjusted, "mde": c.mde,
+            "verdict": c.verdict, "seeds_needed": c.seeds_needed, "note": c.note}
+
+
+def _sweep_columns(rows: pd.DataFrame) -> dict:
+    """Where the runs came from: sweep, budget, commit, command."""
+    return {"sweep": rows["sweep"].iloc[0], "budget": ", ".join(sorted({b for b in rows["budget"] if b})) or "-",
+            "commit": commit_text(rows), "command": next((c for c in rows["command"] if c), "")}
+
+
+def _missing_row(claim: Claim) -> dict:
+    """A comparison that no sweep holds: the command that makes it."""
+    return {"kind": "finding", "finding": claim.finding, "comparison": f"{display(claim.arm)} - {display(claim.baseline)}",
+            "paper": claim.paper, "cite": claim.cite, "sweep": "-", "verdict": "no sweep",
+            "command": f"arena sweep dimension={claim.dimension}"}
+
+
+def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: float = verdicts.MIN_EFFECT) -> pd.DataFrame:
+    """One row per (comparison, sweep holding both arms); a comparison no sweep holds gets one row
+    naming its command. Holm runs across the comparisons of one finding within one sweep."""
+    out = []
+    for finding in dict.fromkeys(c.finding for c in claims):
+        members = [c for c in claims if c.finding == finding]
+        for sweep, rows in runs.groupby("sweep", sort=True):
+            diffs = {c.arm: paired_differences(rows, c.arm, c.baseline) for c in members}
+            held = {arm: d for arm, d in diffs.items() if len(d)}
+            family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
+            for c in members:
+                if c.arm not in family:
+                    continue
+                pair = rows[rows["arm"].isin([c.arm, c.baseline])]
+                out.append({"kind": "finding", "finding": finding, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
+                            "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
+                            **_comparison_columns(held[c.arm], family[c.arm]),
+                            "vs_paper": agreement(family[c.arm].verdict, c.sign),
+                            "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
+                                      f"{stability_text(rows[rows['arm'] == c.baseline])}",
+                            "fell": f"{fell_text(rows[rows['arm'] == c.arm])} / {fell_text(rows[rows['arm'] == c.baseline])}"})
+        done = {r["comparison"] for r in out if r["finding"] == finding}
+        out += [_missing_row(c) for c in members if f"{display(c.arm)} - {display(c.baseline)}" not in done]
+    return pd.DataFrame(out)
+
+
+def gain_rows(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) -> pd.DataFrame:
+    """One row per (sweep, arm): its gain over its step-0 eval, Holm across the sweep's arms."""
+    out = []
+    for sweep, rows in runs.groupby("sweep", sort=True):
+        arms = list(dict.fromkeys(rows["arm"]))
+        g = {arm: gains(rows, arm) for arm in arms}
+        held = {arm: s for arm, s in g.items() if len(s)}
+        family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
+        for arm in held:
+            arm_rows = rows[rows["arm"] == arm]
+            out.append({"kind": "gain", "comparison": f"{display(arm)} - start", **_sweep_columns(arm_rows),
+                        **_comparison_columns(held[arm], family[arm]), "stable": stability_text(arm_rows)})
+    return pd.DataFrame(out)
+
+
+def _num(x, fmt: str = "+.1f") -> str:
+    """x in `fmt`; "-" for a missing number; a non-zero x that would print as 0.0 gets two decimals."""
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "-"
+    text = format(x, fmt)
+    return format(x, fmt.replace(".1f", ".2f")) if x != 0 and float(text) == 0 else text
+
+
+def _effect(row) -> str:
+    """"+21.9 [+2.8, +41.0]" (mean and the family-adjusted interval)."""
+    return f"{_num(row['mean'])} [{_num(row['low'])}, {_num(row['high'])}]"
+
+
+def _verdict(row) -> str:
+    needed = row.get("seeds_needed")
+    more = f" (~{int(needed)} seeds)" if row["verdict"] == verdicts.UNDERPOWERED and pd.notna(needed) else ""
+    return row["verdict"] + more
+
+
+def _md_table(header: Sequence[str], lines: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(x) + " |" for x in lines]
+
+
+def _finding_lines(findings: pd.DataFrame) -> list[list[str]]:
+    lines = []
+    for _, r in findings.iterrows():
+        if r["verdict"] == "no sweep":
+            lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", "-", "-",
+                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-", "-"])
+            continue
+        where = f"{r['sweep']} (budget {r['budget']}; {r['commit']})"
+        lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", where, r["seeds"], _effect(r),
+                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["vs_paper"],
+                      r["stable"], r["fell"]])
+    return lines
+
+
+def _sweep_lines(runs: pd.DataFrame) -> list[list[str]]:
+    lines = []
+    for sweep, rows in runs.groupby("sweep", sort=True):
+        sources = "; ".join(dict.fromkeys(s for s in rows["source"] if s)) or "-"
+        commands = " / ".join(f"`{c}`" for c in dict.fromkeys(c for c in rows["command"] if c)) or "-"
+        budgets = ", ".join(sorted({b for b in rows["budget"] if b})) or "-"
+        n_eval = ", ".join(str(int(n)) for n in sorted(set(rows["n_eval"].dropna()))) if "n_eval" in rows else "-"
+        lines.append([sweep, budgets, n_eval, str(len(rows)), commit_text(rows), commands, sources])
+    return lines
+
+
+def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFrame, *,
+                    min_effect: float = verdicts.MIN_EFFECT) -> str:
+    """The findings table, the gains over the start, and where every sweep came from."""
+    rule = (f"paired t over seeds, Holm across the comparisons of one finding in one sweep (family-wise "
+            f"alpha {verdicts.ALPHA:g}); the interval is at the family-adjusted level; \"no difference\" needs it inside "
+            f"+-{min_effect:g} points, \"underpowered\" says about how many seeds would resolve {min_effect:g} points; "
+            f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread")
+    out = [f"Findings: arm - baseline, final eval success on the same seed (points). Verdict rule: {rule}.", ""]
+    out += _md_table(["finding", "comparison", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
+                      "verdict", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
+                     _finding_lines(findings))
+    out += ["", "Gain over the BC start: final - step-0 eval of the same run (points); Holm across the sweep's arms.", ""]
+    out += _md_table(["sweep", "arm", "seeds", "gain [CI]", "per seed", "p (Holm)", "MDE", "verdict", "stable"],
+                     [[r["sweep"], r["comparison"].removesuffix(" - start"), r["seeds"], _effect(r), r["per_seed"],
+                       _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["stable"]]
+                      for _, r in gain.iterrows()])
+    out += ["", "Sweeps:", ""]
+    out += _md_table(["sweep", "budget", "eval episodes", "runs", "commit", "command", "rows from"], _sweep_lines(runs))
+    return "\n".join(out) + "\n"
+
+
+CSV_COLUMNS = ("kind", "finding", "comparison", "paper", "cite", "sweep", "budget", "commit", "seeds", "n", "per_seed",
+               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "vs_paper", "stable", "fell", "note",
+               "command")
+
+
+def render_csv(findings: pd.DataFrame, gain: pd.DataFrame) -> str:
+    """Both tables as one CSV (kind = finding | gain), numbers to 6 significant digits."""
+    import io
+
+    frame = pd.concat([findings, gain], ignore_index=True)
+    frame = frame.reindex(columns=list(CSV_COLUMNS))
+    frame["seeds_needed"] = frame["seeds_needed"].astype("Int64")
+    frame["n"] = frame["n"].astype("Int64")
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.6g", lineterminator="\n")
+    return buf.getvalue()
+
+
+def build(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) -> tuple[str, str]:
+    """(markdown, csv) of the findings of a runs table."""
+    findings = finding_rows(runs, load_claims(), min_effect=min_effect)
+    gain = gain_rows(runs, min_effect=min_effect)
+    return render_markdown(runs, findings, gain, min_effect=min_effect), render_csv(findings, gain)
+
+
+KEYS = ("results_dir", "csv", "out", "min_effect")
+
+
+def main(opts: dict) -> int:
+    """`arena findings [results_dir=DIR | csv=PATH] [out=DIR] [min_effect=POINTS]` (opts: the parsed
+    key=value pairs): print the findings table (markdown); with out=DIR also write DIR/findings.md and
+    DIR/findings.csv. Bad input raises BadInput (exit 2)."""
+    from arena.cli_errors import BadInput
+    from arena.runs.atomic import atomic_write_text
+
+    unknown = sorted(set(opts) - set(KEYS))
+    if unknown:
+        raise BadInput(f"unknown key(s) {unknown}; valid: {', '.join(KEYS)}")
+    if "csv" in opts and "results_dir" in opts:
+        raise BadInput("give results_dir= (run folders) or csv= (committed run tables), not both")
+    try:
+        min_effect = float(opts.get("min_effect", verdicts.MIN_EFFECT))
+    except (TypeError, ValueError):
+        raise BadInput(f"min_effect={opts['min_effect']!r}: valid: a number of points > 0") from None
+    if not min_effect > 0:
+        raise BadInput(f"min_effect={min_effect:g}: valid: a number of points > 0")
+    try:
+        runs = read_run_tables(opts["csv"]) if "csv" in opts else read_results_dir(opts.get("results_dir", "results"))
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise BadInput(str(exc)) from exc
+    markdown, csv_text = build(runs, min_effect=min_effect)
+    print(markdown, end="")
+    if "out" in opts:
+        out = Path(str(opts["out"]))
+        atomic_write_text(out / "findings.md", markdown)
+        atomic_write_text(out / "findings.csv", csv_text)
+        print(f"[findings] wrote {out / 'findings.md'} and {out / 'findings.csv'}")
+    return 0

@@ -1,0 +1,182 @@
+"""`arena findings` (arena/analysis/findings.py; docs/testbed.md, "Findings table"): the row logic on small
+hand-made run tables with hand-derived expectations, the results-dir path on the synthetic sweep, and the
+committed findings table against the command's output on the committed run tables."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from arena.analysis import findings as F
+from arena.analysis import verdicts
+from arena.cli import main
+
+from .synthetic import NAME, SHA
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_TABLES = ROOT / "docs" / "findings"
+TESTBED = ROOT / "docs" / "testbed.md"
+BEGIN, END = "<!-- findings: begin -->", "<!-- findings: end -->"
+
+
+def p_two_sided_df2(d):
+    """Two-sided paired-t p-value for 3 differences, by the closed form of Student's t with 2 degrees of
+    freedom: P(|T| > t) = 1 - t / sqrt(t^2 + 2), t = mean / (sd / sqrt(3))."""
+    mean = sum(d) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 2)
+    t = abs(mean) / (sd / math.sqrt(3))
+    return 1 - t / math.sqrt(t * t + 2)
+
+
+def runs_table(rows, sweep="hand"):
+    """rows: (arm, seed, env, start %, final %, stable, status) -> a normalised runs table."""
+    frame = pd.DataFrame([{"sweep": sweep, "arm": a, "seed": s, "env": e, "initial_eval_success": p0 / 100,
+                           "final_eval_success": p1 / 100, "stable": st, "status": status, "budget": "stress",
+                           "git_sha": "", "recorded_in": "abc1234"}
+                          for a, s, e, p0, p1, st, status in rows])
+    return F.normalise_runs(frame)
+
+
+def pair(arm, base, diffs, start=30.0, base_final=40.0):
+    """Runs of `arm` and `base` on seeds 0.. whose final differences are `diffs` (points)."""
+    return ([(base, s, "sokoban", start, base_final, True, "done") for s in range(len(diffs))]
+            + [(arm, s, "sokoban", start, base_final + d, True, "done") for s, d in enumerate(diffs)])
+
+
+def test_paired_differences_average_the_envs_of_a_seed_and_drop_unpaired_seeds():
+    # seed 0: sokoban 50-40 = +10, household 20-10 = +10 -> +10; seed 1: 45-40 = +5, 30-10 = +20 -> +12.5;
+    # seed 2: only the arm has a run -> not paired, left out
+    runs = runs_table([("grpo", 0, "sokoban", 30, 40, True, "done"), ("grpo", 0, "household", 5, 10, True, "done"),
+                       ("grpo", 1, "sokoban", 30, 40, True, "done"), ("grpo", 1, "household", 5, 10, True, "done"),
+                       ("gspo", 0, "sokoban", 30, 50, True, "done"), ("gspo", 0, "household", 5, 20, True, "done"),
+                       ("gspo", 1, "sokoban", 30, 45, True, "done"), ("gspo", 1, "household", 5, 30, True, "done"),
+                       ("gspo", 2, "sokoban", 30, 60, True, "done")])
+    d = F.paired_differences(runs, "gspo", "grpo")
+    assert list(d.index) == [0, 1]
+    assert d.tolist() == pytest.approx([10.0, 12.5])
+    # gains of gspo: seed 0 (20 + 15) / 2 = 17.5, seed 1 (15 + 25) / 2 = 20, seed 2 (sokoban only) 30
+    assert F.gains(runs, "gspo").tolist() == pytest.approx([17.5, 20.0, 30.0])
+
+
+def test_one_finding_is_one_holm_family_within_a_sweep():
+    # F2: CISPO_SM - CISPO = 10, 12, 14 and SAPO_SM - SAPO = 2, 4, 12 (seeds 0-2).
+    # p (closed form, df 2): 10/12/14: mean 12, sd 2, t 10.39, p 0.0092; 2/4/12: mean 6, sd 5.29, t 1.96, p 0.189.
+    # Holm over the 2: smaller p x 2 = 0.018 < 0.05 -> "better"; the other max(0.189, 0.018) = 0.189 -> not
+    # rejected, and its interval (t 4.30 x 3.06 at least) is far wider than +-5 -> "underpowered".
+    runs = runs_table(pair("cispo_sm", "cispo", [10, 12, 14]) + pair("sapo_sm", "sapo", [2, 4, 12]))
+    rows = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    cispo, sapo = rows.loc["CISPO_SM - CISPO"], rows.loc["SAPO_SM - SAPO"]
+    p1, p2 = p_two_sided_df2([10, 12, 14]), p_two_sided_df2([2, 4, 12])
+    assert (cispo["p"], sapo["p"]) == (pytest.approx(p1, rel=1e-6), pytest.approx(p2, rel=1e-6))
+    assert (cispo["p_adjusted"], sapo["p_adjusted"]) == (pytest.approx(2 * p1, rel=1e-6), pytest.approx(p2, rel=1e-6))
+    assert (cispo["verdict"], sapo["verdict"]) == (verdicts.BETTER, verdicts.UNDERPOWERED)
+    assert (cispo["vs_paper"], sapo["vs_paper"]) == ("agrees", "unresolved")
+    assert cispo["per_seed"] == "+10.0 / +12.0 / +14.0" and cispo["seeds"] == "0-2" and cispo["mean"] == pytest.approx(12)
+    assert (cispo["sweep"], cispo["budget"], cispo["commit"]) == ("hand", "stress", "recorded in abc1234")
+
+
+def test_a_comparison_no_sweep_holds_names_the_command_that_makes_it():
+    runs = runs_table(pair("gspo", "grpo", [1, 2, 3]))
+    rows = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    assert rows.loc["SAMPO - GRPO", "verdict"] == "no sweep"
+    assert rows.loc["SAMPO - GRPO", "command"] == "arena sweep dimension=sampo"
+    assert rows.loc["GRPO_ST - GRPO", "command"] == "arena sweep dimension=aggregation"
+    assert rows.loc["GSPO - GRPO", "sweep"] == "hand"
+    # every comparison of findings.yaml has a row: 10 comparisons (F1 2, F2 2, GSPO, F3, F4 2, AGG, SAMPO), one sweep
+    assert len(rows) == len(F.load_claims()) == 10
+
+
+def test_opposite_sign_and_stability_columns():
+    # GSPO - GRPO = -10, -11, -12: p = 1 - t/sqrt(t^2+2) with t = 11 / (1/sqrt 3) = 19.05 -> 0.0027 -> "worse";
+    # the paper reports GSPO above GRPO (+13.3%), so the testbed's verdict is "opposite".
+    rows = pair("gspo", "grpo", [-10, -11, -12])
+    rows[-1] = ("gspo", 2, "sokoban", 30.0, 28.0, False, "collapsed")  # seed 2: 40 - 12, collapsed, not stable
+    runs = runs_table(rows)
+    row = F.finding_rows(runs, F.load_claims()).set_index("comparison").loc["GSPO - GRPO"]
+    assert row["verdict"] == verdicts.WORSE and row["vs_paper"] == "opposite"
+    assert row["stable"] == "2/3 (1 collapsed) / 3/3"
+    # every run starts at 30; GRPO ends at 40 (none below its start), GSPO at 30, 29, 28: seeds 1, 2 fell
+    assert row["fell"] == "2/3 / 0/3"
+
+
+def test_text_helpers():
+    assert F.seeds_text([2, 0, 1]) == "0-2" and F.seeds_text([0, 1]) == "0, 1" and F.seeds_text([0, 1, 3]) == "0, 1, 3"
+    assert F.display("gigpo_ds") == "GiGPO_DS" and F.display("cispo_sm") == "CISPO_SM"
+    base = pd.DataFrame({"git_sha": ["", ""], "recorded_in": ["", ""]})
+    assert F.commit_text(base) == "not recorded"
+    assert F.commit_text(base.assign(recorded_in=["3afbae0", "3afbae0"])) == "recorded in 3afbae0"
+    assert F.commit_text(base.assign(git_sha=["a1b2c3d4e5", "a1b2c3d4e5"], recorded_in="x")) == "a1b2c3d"
+    assert F.agreement(verdicts.BETTER, 1) == "agrees" and F.agreement(verdicts.BETTER, -1) == "opposite"
+    assert F.agreement(verdicts.NO_DIFFERENCE, 1) == "not found"
+    assert F.agreement(verdicts.UNDERPOWERED, 1) == "unresolved" and F.agreement(verdicts.WORSE, None) == "-"
+
+
+def test_results_dir_path_on_the_synthetic_sweep(results_dir):
+    # tests/analysis/synthetic.py: GSPO - GRPO per env: sokoban 55-40, 65-50, 75-60 = +15 each; household 10-5,
+    # 20-5, 30-8 = +5, +15, +22 -> d = +10, +15, +18.5 (mean over the 2 envs); SAMPO - GRPO: sokoban +40, +30,
+    # +30, household +45, +55, +62 -> +42.5, +42.5, +46.0. Both: p from the df-2 closed form, a family of one.
+    runs = F.read_results_dir(results_dir)
+    rows = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    gspo, sampo = rows.loc["GSPO - GRPO"], rows.loc["SAMPO - GRPO"]
+    assert gspo["per_seed"] == "+10.0 / +15.0 / +18.5" and sampo["per_seed"] == "+42.5 / +42.5 / +46.0"
+    assert gspo["p"] == pytest.approx(p_two_sided_df2([10, 15, 18.5]), rel=1e-6)
+    assert sampo["p"] == pytest.approx(p_two_sided_df2([42.5, 42.5, 46.0]), rel=1e-6)
+    assert (gspo["sweep"], gspo["commit"], sampo["verdict"], sampo["vs_paper"]) == (NAME, SHA, "better", "agrees")
+    assert rows.loc["CISPO - GRPO", "command"] == "arena sweep dimension=is_clipping"
+
+
+def test_bad_input_exits_2(capsys, tmp_path):
+    assert main(["findings", "csv=docs/findings", "results_dir=results"]) == 2
+    assert main(["findings", "colour=red"]) == 2
+    assert main(["findings", "min_effect=-1", f"csv={RUN_TABLES}"]) == 2
+    assert main(["findings", f"results_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "arena findings: give results_dir=" in err and "valid: results_dir, csv, out, min_effect" in err
+
+
+def test_committed_run_tables_hold_exact_counts_and_their_source():
+    """Every transcribed success is k / n_eval for a whole k, and names a section of docs/testbed.md."""
+    runs = F.read_run_tables(RUN_TABLES)
+    headings = {line.lstrip("#").strip() for line in TESTBED.read_text().splitlines() if line.startswith("#")}
+    for col in ("final_eval_success", "initial_eval_success"):
+        k = runs[col] * runs["n_eval"]
+        assert ((k - k.round()).abs() < 1e-9).all(), col
+    for source in set(runs["source"]):
+        section = re.match(r"docs/testbed\.md, ([^(]+?)(?: \(|$)", source).group(1)
+        assert any(h.startswith(section) for h in headings), section
+
+
+def test_committed_findings_table_is_the_command_output(capsys, tmp_path):
+    """docs/findings/findings.md and .csv, and the table in docs/testbed.md, are exactly what
+    `arena findings csv=docs/findings out=docs/findings` makes from the committed run tables."""
+    assert main(["findings", f"csv={RUN_TABLES}", f"out={tmp_path}"]) == 0
+    made_md, made_csv = (tmp_path / "findings.md").read_text(), (tmp_path / "findings.csv").read_text()
+    assert capsys.readouterr().out.startswith(made_md)
+    assert (RUN_TABLES / "findings.md").read_text() == made_md
+    assert (RUN_TABLES / "findings.csv").read_text() == made_csv
+    doc = TESTBED.read_text()
+    assert doc.count(BEGIN) == 1 and doc.count(END) == 1
+    assert doc.split(BEGIN)[1].split(END)[0].strip("\n") == made_md.strip("\n")
+
+
+def test_a_one_seed_comparison_stays_out_of_the_holm_family():
+    # F1 with CISPO - GRPO on seeds 0-2 (-10, -12, -14) and SAPO - GRPO on seed 0 only: the one-seed
+    # comparison has no spread (never tested: p = 1, underpowered), so the family is CISPO's alone and its
+    # p_adjusted is its raw p (closed form, df 2: t = 12 / (2 / sqrt 3) = 10.39, p = 0.0092).
+    rows = pair("cispo", "grpo", [-10, -12, -14]) + [("sapo", 0, "sokoban", 30.0, 41.0, False, "done")]
+    found = F.finding_rows(runs_table(rows), F.load_claims()).set_index("comparison")
+    cispo, sapo = found.loc["CISPO - GRPO"], found.loc["SAPO - GRPO"]
+    assert cispo["p_adjusted"] == pytest.approx(p_two_sided_df2([-10, -12, -14]), rel=1e-6) == pytest.approx(cispo["p"])
+    assert (cispo["verdict"], sapo["verdict"], sapo["n"], sapo["per_seed"]) == ("worse", "underpowered", 1, "+1.0")
+
+
+def test_readme_excerpt_is_rows_of_the_committed_findings_table():
+    """The README's excerpt of the findings table is rows of docs/findings/findings.md, unchanged."""
+    table = set((RUN_TABLES / "findings.md").read_text().splitlines())
+    readme = (ROOT / "README.md").read_text().splitlines()
+    excerpt = [line for line in readme if line.startswith(("| finding |", "| F1 |", "| F2 |", "| GSPO |"))]
+    assert len(excerpt) >= 3
+    assert [line for line in excerpt if line not in table] == []
