@@ -24,7 +24,7 @@ from arena.evaluation.table import write_eval_table
 from arena.runs.atomic import atomic_write_text
 
 from .frames import runs_frame, tidy_frame
-from .manifest import chosen_hp, load_manifest, sweep_dir
+from .manifest import auto_seeds_section, chosen_hp, load_manifest, sweep_dir
 from .table_data import build_table
 from .tables import render_csv, render_latex, render_markdown
 
@@ -57,13 +57,19 @@ def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optiona
 def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False,
                         baseline: Optional[str] = None) -> str:
     """The markdown table text (what table.md holds), for the sweep CLI to print."""
-    _, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline)
-    return render_markdown(cells, arms, name=name)
+    manifest, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline)
+    return _with_seeds(render_markdown(cells, arms, name=name), manifest)
 
 
-def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str) -> str:
+def _with_seeds(markdown: str, manifest: dict) -> str:
+    """The markdown, with a seeds=auto sweep's seeds per arm and why (manifest.auto_seeds_section)."""
+    section = auto_seeds_section(manifest)
+    return markdown if not section else markdown.rstrip("\n") + "\n\n" + section
+
+
+def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str, manifest: Optional[dict] = None) -> str:
     """table.md, table.tex and table.csv under `out`; returns the markdown."""
-    markdown = render_markdown(cells, arms, name=name)
+    markdown = _with_seeds(render_markdown(cells, arms, name=name), manifest or {})
     atomic_write_text(out / "table.md", markdown)
     atomic_write_text(out / "table.tex", render_latex(cells, arms, name=name))
     atomic_write_text(out / "table.csv", render_csv(cells, arms))
@@ -78,7 +84,7 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     results_dir = Path(results_dir).resolve()
     manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline)
     out = sweep_dir(results_dir, name) / "report"
-    markdown = write_tables(cells, arms, out, name=name)
+    markdown = write_tables(cells, arms, out, name=name, manifest=manifest)
     if figures:
         write_figures(tidy_frame(results_dir, name, runs=runs), runs, out / "figures", arm_order=list(cells["arm"].unique()),
                       baseline=cells["baseline"].iloc[0] or None)

@@ -72,14 +72,14 @@ class AutoSeeds:
 def parse_auto(seeds: Any, max_seeds: Any, min_effect: Any) -> Optional[AutoSeeds]:
     """AutoSeeds for `seeds=auto`, None for a fixed seeds= value; ValueError naming the valid
     values for max_seeds or min_effect given without seeds=auto, or out of range."""
-    from arena.analysis.verdicts import MIN_EFFECT
-
     if seeds != "auto":
         extra = [k for k, v in (("max_seeds", max_seeds), ("min_effect", min_effect)) if v is not None]
         if extra:
             raise ValueError(f"{' and '.join(extra)} apply only with seeds=auto; valid: seeds=auto "
                              f"{' '.join(f'{k}=...' for k in extra)}, or a fixed seeds=N / seeds=[...] without them")
         return None
+    from arena.analysis.verdicts import MIN_EFFECT
+
     max_seeds = DEFAULT_MAX_SEEDS if max_seeds is None else max_seeds
     if not isinstance(max_seeds, int) or isinstance(max_seeds, bool) or max_seeds < 2:
         raise ValueError(f"max_seeds={max_seeds!r}: valid: an integer >= 2 (seeds per arm at most; "
