@@ -38,6 +38,7 @@ from typing import Iterator, Optional
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
+from arena.runs.stability import smoke_note
 
 DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"  # the same name as trainer.DUMP_TURNS_ENV (imports verl)
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
@@ -236,7 +237,8 @@ def run_training(cfg, log=print) -> int:
         run.write_error(traceback.format_exc())
         log(f"[train] failed; traceback in {run.error_file}")
         return EXIT_FAILED
-    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}")
+    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}"
+        f"{smoke_note(cfg.get('budget'), summary['status'])}")
     return EXIT_OK
 
 
