@@ -75,8 +75,9 @@ def _report_sections() -> list[tuple[str, list[KeyDoc]]]:
     meaning = {"name": "the sweep (results_dir/sweeps/<name>); required", "results_dir": "where the sweeps are",
                "baseline": "the arm the others are compared with", "allow_mixed": "report runs of mixed code/configs",
                "wandb": "also log the tables and figures to W&B",
+               "min_effect": "points: the difference a \"no difference\" verdict must rule out (docs/methods.md, Statistics)",
                "evals": "instead of a sweep: the table of every `arena eval` run under results_dir/evals/ (docs/eval.md)"}
-    defaults = {"results_dir": "results", "allow_mixed": False, "wandb": False, "evals": False}
+    defaults = {"results_dir": "results", "allow_mixed": False, "wandb": False, "evals": False, "min_effect": 5.0}
     return [("Keys", [KeyDoc(k, defaults.get(k), meaning.get(k, "")) for k in KEYS])]
 
 

@@ -1,4 +1,4 @@
-"""`arena report name=NAME [results_dir=...] [baseline=ARM] [allow_mixed=true] [wandb=true]`
+"""`arena report name=NAME [results_dir=...] [baseline=ARM] [min_effect=POINTS] [allow_mixed=true] [wandb=true]`
 or `arena report evals=true [results_dir=...]` (the §5.3 table of every `arena eval` run, docs/eval.md)
 (docs/design.md, Report).
 
@@ -7,11 +7,13 @@ write_report reads the sweep's manifest (report cells only), builds the two fram
 wandb=True, wandb_dashboard.json (published only when WANDB_MODE=online). Mixed git SHAs among
 the finished runs are refused (ValueError listing them) unless allow_mixed=True. `baseline` is
 the arm every other arm is compared to (default GRPO); a name that is not an arm is a ValueError
-listing the arms.
+listing the arms. `min_effect` (points, default verdicts.MIN_EFFECT) is the difference a "no
+difference" verdict must rule out (arena/analysis/verdicts.py).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -26,9 +28,11 @@ from arena.runs.atomic import atomic_write_text
 from .frames import runs_frame, tidy_frame
 from .manifest import auto_seeds_section, chosen_hp, load_manifest, sweep_dir
 from .table_data import build_table
+from . import verdicts
+from .verdicts import MIN_EFFECT
 from .tables import render_csv, render_latex, render_markdown
 
-KEYS = ("name", "results_dir", "baseline", "allow_mixed", "wandb", "evals")
+KEYS = ("name", "results_dir", "baseline", "allow_mixed", "wandb", "evals", "min_effect")
 
 
 def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
@@ -40,7 +44,8 @@ def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str
     return shas
 
 
-def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optional[str] = None):
+def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optional[str] = None,
+           min_effect: float = MIN_EFFECT):
     manifest = load_manifest(results_dir, name)
     runs = runs_frame(results_dir, name)
     if runs.empty:
@@ -50,14 +55,20 @@ def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optiona
     if baseline is not None and baseline not in arms:
         raise ValueError(f"baseline={baseline!r} is not an arm of sweep {name!r}; valid values: {', '.join(arms)}")
     chosen = {(a, e): chosen_hp(results_dir, name, a, e) for a, e in runs[["arm", "env"]].drop_duplicates().itertuples(index=False)}
-    cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline)
+    # a seeds=auto sweep is judged at its per-look level and its min_effect (the manifest's
+    # auto_seeds record), which its rounds were decided on (docs/design.md, Sweep: seeds=auto)
+    auto = manifest.get("auto_seeds") if isinstance(manifest.get("auto_seeds"), dict) else {}
+    alpha = float(auto.get("alpha", verdicts.ALPHA))
+    min_effect = float(auto.get("min_effect", min_effect)) if min_effect == MIN_EFFECT else min_effect
+    cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline, min_effect=min_effect, alpha=alpha)
     return manifest, runs, cells, arm_rows
 
 
 def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False,
-                        baseline: Optional[str] = None) -> str:
+                        baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> str:
     """The markdown table text (what table.md holds), for the sweep CLI to print."""
-    manifest, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline)
+    manifest, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline,
+                                      min_effect=min_effect)
     return _with_seeds(render_markdown(cells, arms, name=name), manifest)
 
 
@@ -77,12 +88,13 @@ def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: st
 
 
 def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = False, wandb: bool = False,
-                 figures: bool = True, baseline: Optional[str] = None) -> Path:
+                 figures: bool = True, baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> Path:
     """Write the report folder and return its path."""
     from .figures import write_figures
 
     results_dir = Path(results_dir).resolve()
-    manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline)
+    manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
+                                         min_effect=min_effect)
     out = sweep_dir(results_dir, name) / "report"
     markdown = write_tables(cells, arms, out, name=name, manifest=manifest)
     if figures:
@@ -112,8 +124,20 @@ def _flag(value: str, key: str) -> bool:
     raise ValueError(f"{key}={value!r}: expected true or false")
 
 
+def parse_min_effect(value: str) -> float:
+    """min_effect=POINTS: a finite number of points > 0 (a difference on the 0-100 success scale)."""
+    try:
+        points = float(value)
+    except ValueError:
+        points = float("nan")
+    if not (math.isfinite(points) and 0 < points <= 100):
+        raise ValueError(f"min_effect={value!r}: expected a number of points in (0, 100], e.g. min_effect=5")
+    return points
+
+
 def main(argv: Sequence[str]) -> int:
-    """`report name=NAME [results_dir=results] [baseline=ARM] [allow_mixed=true] [wandb=true]`; exit 0, or 2 on bad input."""
+    """`report name=NAME [results_dir=results] [baseline=ARM] [min_effect=POINTS] [allow_mixed=true] [wandb=true]`;
+    exit 0, or 2 on bad input."""
     opts = {}
     try:
         for arg in argv:
@@ -133,7 +157,8 @@ def main(argv: Sequence[str]) -> int:
             raise ValueError(f"name=NAME (or evals=true) is required; valid keys: {', '.join(KEYS)}")
         out = write_report(opts.get("results_dir", "results"), opts["name"],
                            allow_mixed=_flag(opts.get("allow_mixed", "false"), "allow_mixed"),
-                           wandb=_flag(opts.get("wandb", "false"), "wandb"), baseline=opts.get("baseline"))
+                           wandb=_flag(opts.get("wandb", "false"), "wandb"), baseline=opts.get("baseline"),
+                           min_effect=parse_min_effect(opts.get("min_effect", str(MIN_EFFECT))))
     except ValueError as exc:
         return print_bad_input("report", exc)
     print((out / "table.md").read_text())

@@ -5,6 +5,10 @@ beside pandas 3).
 
 Scores are success rates; the caller decides the unit (the report uses points, x100).
 
+These intervals describe the scores; no verdict comes from them. Every better / worse / no
+difference arena prints follows the one rule in arena/analysis/verdicts.py (a percentile bootstrap
+over a handful of seeds undercovers: see percentile_ci_coverage_note).
+
 Resample count: the percentile bounds are Monte-Carlo estimates, so every CI uses N_RESAMPLES =
 50,000. `python analysis/bench_bootstrap.py` measures what that buys and costs; on the 2-core
 development machine under load, 2 envs x 3 tied seeds: at 2000 resamples the bounds moved by
@@ -22,7 +26,6 @@ N_RESAMPLES = 50_000  # bootstrap resamples per CI
 BOOTSTRAP_SEED = 0  # fixed, so a rerun is byte-identical
 CONFIDENCE = 0.95
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: "n<3", never a fake interval
-BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no difference"
 
 
 def mean_std(scores: Sequence[float]) -> tuple[float, float]:
@@ -91,22 +94,15 @@ def stratified_bootstrap_ci(
     return _percentile_ci(samples, _mean_of_task_means, n_resamples=n_resamples, seed=seed, confidence=confidence)
 
 
-def paired_differences(method_by_seed: dict[int, float], baseline_by_seed: dict[int, float]) -> np.ndarray:
-    """d_s = x_s - y_s for every seed s that both have a finite score for (seed order).
+def paired_differences(method_by_seed: dict[int, float], baseline_by_seed: dict[int, float]) -> dict[int, float]:
+    """seed -> d_s = x_s - y_s, for every seed s that both have a finite score for (seed order).
 
     The same seed means the same BC start and the same eval rooms, so d_s removes what the two
-    runs share; the paired comparison is a statistic of d alone.
+    runs share; the paired comparison (arena/analysis/verdicts.py) is a statistic of d alone.
     """
     seeds = sorted(s for s in set(method_by_seed) & set(baseline_by_seed)
                    if np.isfinite(method_by_seed[s]) and np.isfinite(baseline_by_seed[s]))
-    return np.array([method_by_seed[s] - baseline_by_seed[s] for s in seeds], dtype=float)  # [n_pairs]
-
-
-def paired_bootstrap_ci(diffs_by_task: Sequence[Sequence[float]], **kwargs) -> Optional[tuple[float, float]]:
-    """95% CI of (1/M) sum_m mean_s d_{m,s}: the paired bootstrap. Resampling (x_s, y_s) pairs
-    together (scipy's paired=True) is resampling d_s, so this is the stratified bootstrap of the
-    per-task differences. None when a task has fewer than 3 pairs."""
-    return stratified_bootstrap_ci(diffs_by_task, **kwargs)
+    return {s: float(method_by_seed[s] - baseline_by_seed[s]) for s in seeds}
 
 
 def iqm_ci(scores_by_task: Sequence[Sequence[float]], *, n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,
@@ -162,15 +158,6 @@ def probability_of_improvement_ci(
     if not _enough(xs + ys, min_seeds):
         return None
     return _percentile_ci(xs + ys, _improvement, n_resamples=n_resamples, seed=seed, confidence=confidence)
-
-
-def verdict(ci: Optional[tuple[float, float]]) -> Optional[str]:
-    """The sign of a difference at the CI's level: better if low > 0, worse if high < 0, else no
-    difference; None without a CI."""
-    if ci is None:
-        return None
-    low, high = ci
-    return BETTER if low > 0 else WORSE if high < 0 else NO_DIFFERENCE
 
 
 def percentile_ci_coverage_note(n_seeds: int) -> str:

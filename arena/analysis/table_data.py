@@ -5,15 +5,20 @@ Scores are in points (x100), over the seeds whose run finished (status done, col
 a collapsed run's last eval is a real outcome and counts). Failed and missing runs are counted,
 never scored as zero. Per (arm, env) cell:
     mean, std (ddof=1), n_seeds, 95% bootstrap CI over seeds (None when n < 3)
-    start = mean over seeds of the step-0 eval (the BC policy); gain_s = final_s - start_s per
-        seed, its mean and paired CI
-    diff_s = final_s(arm) - final_s(baseline) on the same seed s (the same BC start and eval
-        rooms); its mean over the n_pairs seeds both finished, paired CI and verdict
+    start = mean over seeds of the step-0 eval (the BC policy); gain_s = final_s - start_s per seed
+    diff_s = final_s(arm) - final_s(baseline) on the same seed s (the same BC start and eval rooms)
     stable: "yes" if every seed finished and is stable; "no" if a finished seed is not stable
         (false, "unresolved" or collapsed); "?" when seeds are missing/failed and the rest are stable
-Avg row: each statistic averaged over envs, (1/M) sum_m stat_m, with a CI stratified over envs.
+Avg row: the final mean and start averaged over envs, (1/M) sum_m stat_m, with a CI stratified over envs.
 Per arm: IQM over the pooled (env, seed) scores with a stratified CI; unpaired P(arm > baseline)
 with a stratified CI.
+
+Gain and diff follow the one verdict rule (arena/analysis/verdicts.py): per env, d_s over the seeds
+with a pair; on the Avg row d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. Each
+column is one family: the gains of all arms (did each arm learn?), and the diffs of all arms but
+the baseline (k arms against one baseline), Holm within it. Each gives mean, its interval at the
+family-adjusted level, n, p (Holm-adjusted), mde, seeds_needed and verdict. No verdict comes from
+a bootstrap CI.
 
 One rule for missing data, on every aggregate over environments (Avg mean, start, gain and diff;
 IQM; P): it is computed only when every env has at least one finished seed of the arm (and, for a
@@ -29,7 +34,7 @@ import pandas as pd
 
 from arena.po.methods import GROUPS
 
-from . import stats
+from . import stats, verdicts
 
 FINISHED = ("done", "collapsed", "no_format")
 AVG = "Avg"
@@ -98,20 +103,50 @@ def _mean_ci(samples: dict[str, np.ndarray], ci_fn=stats.stratified_bootstrap_ci
     return mean, *(ci if ci else (NAN, NAN)), ""
 
 
-def _stat_columns(prefix: str, samples: dict[str, np.ndarray], env: str) -> dict[str, Any]:
-    """prefix, prefix_ci_low, prefix_ci_high, prefix_n, prefix_verdict for one env or Avg."""
-    chosen = samples if env == AVG else {env: samples[env]}
-    mean, low, high, missing = _mean_ci(chosen, stats.paired_bootstrap_ci)
-    n = min((len(x) for x in chosen.values()), default=0)
-    ci = (low, high) if np.isfinite(low) else None
-    return {prefix: mean, f"{prefix}_ci_low": low, f"{prefix}_ci_high": high, f"{prefix}_n": n,
-            f"{prefix}_verdict": stats.verdict(ci) or "", f"{prefix}_missing": missing}
+def _column_diffs(pairs_by_env: dict[str, dict[int, float]], env: str) -> tuple[Optional[list[float]], str]:
+    """(the d_s of one table column, missing): one env's d_s (stats.paired_differences), or on the Avg row
+    d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. `missing` names the envs that lack
+    a pair: an env without one gives [], an Avg row the missing-data rule leaves out gives None."""
+    if env != AVG:
+        return list(pairs_by_env[env].values()), "" if pairs_by_env[env] else env
+    missing = ", ".join(e for e, d in pairs_by_env.items() if not d)
+    if missing or not pairs_by_env:
+        return None, missing
+    common = sorted(set.intersection(*(set(d) for d in pairs_by_env.values())))
+    return [float(np.mean([d[s] for d in pairs_by_env.values()])) for s in common], ""
+
+
+def compare_columns(pairs: dict[str, dict[str, dict[int, float]]], columns: list[str], *,
+                    min_effect: float, alpha: float = verdicts.ALPHA) -> dict[tuple[str, str], tuple[Optional[verdicts.Comparison], str]]:
+    """(arm, column) -> (Comparison or None, missing): one family per column over the arms given
+    (pairs: arm -> env -> seed -> d_s); an arm with no pair in the column is not compared."""
+    out = {}
+    for env in columns:
+        family, missing = {}, {}
+        for arm, by_env in pairs.items():
+            d, missing[arm] = _column_diffs(by_env, env)
+            if d:
+                family[arm] = d
+        results = verdicts.compare_family(family, min_effect=min_effect, alpha=alpha)
+        out.update({(arm, env): (results.get(arm), missing[arm]) for arm in pairs})
+    return out
+
+
+def _stat_columns(prefix: str, comparison: Optional[verdicts.Comparison], missing: str) -> dict[str, Any]:
+    """prefix, prefix_ci_low, prefix_ci_high, prefix_n, prefix_p, prefix_mde, prefix_seeds_needed,
+    prefix_verdict, prefix_missing for one (arm, column); p is the Holm-adjusted p-value."""
+    if comparison is None:
+        return {**_blank(prefix), f"{prefix}_missing": missing}
+    c = comparison
+    return {prefix: c.mean, f"{prefix}_ci_low": c.low, f"{prefix}_ci_high": c.high, f"{prefix}_n": c.n,
+            f"{prefix}_p": c.p_adjusted, f"{prefix}_mde": c.mde, f"{prefix}_seeds_needed": c.seeds_needed or 0,
+            f"{prefix}_verdict": c.verdict, f"{prefix}_missing": ""}
 
 
 def _blank(prefix: str) -> dict[str, Any]:
-    """The columns of _stat_columns for the baseline itself (it is not compared to itself)."""
-    return {prefix: NAN, f"{prefix}_ci_low": NAN, f"{prefix}_ci_high": NAN, f"{prefix}_n": 0,
-            f"{prefix}_verdict": "", f"{prefix}_missing": ""}
+    """The columns of _stat_columns with no comparison (the baseline against itself, no pairs)."""
+    return {prefix: NAN, f"{prefix}_ci_low": NAN, f"{prefix}_ci_high": NAN, f"{prefix}_n": 0, f"{prefix}_p": NAN,
+            f"{prefix}_mde": NAN, f"{prefix}_seeds_needed": 0, f"{prefix}_verdict": "", f"{prefix}_missing": ""}
 
 
 def _cell_row(arm: str, env: str, cell: pd.DataFrame, final: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -124,9 +159,12 @@ def _cell_row(arm: str, env: str, cell: pd.DataFrame, final: dict[str, np.ndarra
 
 
 def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple[str, str], Any], *,
-                baseline: Optional[str] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                baseline: Optional[str] = None, min_effect: float = verdicts.MIN_EFFECT,
+                alpha: float = verdicts.ALPHA) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, arms): cells has one row per (arm, env) plus (arm, Avg); arms one row per arm.
-    `baseline` is the arm every other arm is compared to (default: baseline_arm(manifest))."""
+    `baseline` is the arm every other arm is compared to (default: baseline_arm(manifest));
+    `min_effect` (points) is the difference a "no difference" verdict must rule out; `alpha` the
+    family-wise level (a seeds=auto sweep's per-look level: docs/design.md, Sweep: seeds=auto)."""
     envs = env_order(runs, manifest)
     base = baseline or baseline_arm(manifest)
     groups = {key: cell for key, cell in runs.groupby(["arm", "env"], sort=False)}
@@ -134,37 +172,49 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
     final_by_seed = {k: _by_seed(c, "final_eval_success") for k, c in groups.items()}
     start_by_seed = {k: _by_seed(c, "initial_eval_success") for k, c in groups.items()}
     base_final = {e: final_by_seed.get((base, e), {}) for e in envs}
+    order = arm_order(runs, manifest)
+    gains = {arm: {e: stats.paired_differences(final_by_seed.get((arm, e), {}), start_by_seed.get((arm, e), {})) for e in envs}
+             for _, arm in order}  # arm -> env -> seed -> final_s - start_s
+    diffs = {arm: {e: stats.paired_differences(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
+             for _, arm in order if base is not None and arm != base}  # arm -> env -> seed -> arm_s - base_s
+    gain_cmp = compare_columns(gains, envs + [AVG], min_effect=min_effect, alpha=alpha)
+    diff_cmp = compare_columns(diffs, envs + [AVG], min_effect=min_effect, alpha=alpha)
     cell_rows, arm_rows = [], []
-    for group, arm in arm_order(runs, manifest):
+    for group, arm in order:
         method = runs.loc[runs["arm"] == arm, "method"].iloc[0]
         final = {e: _values(final_by_seed.get((arm, e), {})) for e in envs}  # env -> [n_seeds]
         start = {e: _values(start_by_seed.get((arm, e), {})) for e in envs}  # env -> [n_seeds]
-        gain = {e: stats.paired_differences(final_by_seed.get((arm, e), {}), start_by_seed.get((arm, e), {})) for e in envs}
-        diff = {e: stats.paired_differences(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
         flags = {e: _stable_flag(groups.get((arm, e), empty)) for e in envs}
         for env in envs + [AVG]:
             cell = runs[runs["arm"] == arm] if env == AVG else groups.get((arm, env), empty)
-            row = dict(arm=arm, method=method, group=group, baseline=base or "", **_cell_row(arm, env, cell, final))
+            row = dict(arm=arm, method=method, group=group, baseline=base or "", min_effect=min_effect,
+                       **_cell_row(arm, env, cell, final))
             start_mean, _, _, start_missing = _mean_ci(start if env == AVG else {env: start[env]}, lambda s: None)
-            row.update(start=start_mean, start_missing=start_missing, **_stat_columns("gain", gain, env))
-            row.update(_blank("diff") if arm == base or base is None else _stat_columns("diff", diff, env))
+            row.update(start=start_mean, start_missing=start_missing, **_stat_columns("gain", *gain_cmp[(arm, env)]))
+            row.update(_stat_columns("diff", *diff_cmp[(arm, env)]) if arm in diffs else _blank("diff"))
             flag = list(flags.values())
             row["stable"] = flags[env] if env != AVG else ("no" if "no" in flag else "yes" if flag and set(flag) == {"yes"} else "?")
             cell_rows.append(row)
-        missing = _lacking(final)
-        pooled = np.concatenate(list(final.values())) if final and not missing else np.array([])  # [sum_m n_m]
-        iqm_ci = stats.iqm_ci(list(final.values())) if not missing else None
-        row = dict(arm=arm, method=method, group=group, baseline=base or "", n_runs=int(sum(len(x) for x in final.values())),
-                   iqm=stats.iqm(pooled) if not missing else NAN, iqm_ci_low=iqm_ci[0] if iqm_ci else NAN,
-                   iqm_ci_high=iqm_ci[1] if iqm_ci else NAN, missing=missing)
-        base_scores = {e: _values(base_final[e]) for e in envs}
-        p_missing = ", ".join(dict.fromkeys(m for m in (missing, _lacking(base_scores)) if m))
-        if arm == base or base is None or p_missing:
-            row.update(p_improve=NAN, p_ci_low=NAN, p_ci_high=NAN, p_missing=p_missing if arm != base else "")
-        else:
-            p_ci = stats.probability_of_improvement_ci(final, base_scores)
-            row.update(p_improve=stats.probability_of_improvement(final, base_scores), p_ci_low=p_ci[0] if p_ci else NAN,
-                       p_ci_high=p_ci[1] if p_ci else NAN, p_missing="")
-        row.update(stable=flags, chosen_hp={e: chosen[(arm, e)] for e in envs if chosen.get((arm, e)) is not None})
-        arm_rows.append(row)
+        arm_rows.append(_arm_row(arm, method, group, base, final, {e: _values(base_final[e]) for e in envs}, flags,
+                                 chosen, envs))
     return pd.DataFrame(cell_rows), pd.DataFrame(arm_rows)
+
+
+def _arm_row(arm: str, method: str, group: str, base: Optional[str], final: dict[str, np.ndarray],
+             base_scores: dict[str, np.ndarray], flags: dict[str, str], chosen: dict, envs: list[str]) -> dict[str, Any]:
+    """The per-arm row: IQM and P(arm > baseline) with their bootstrap CIs, stability, chosen hp."""
+    missing = _lacking(final)
+    pooled = np.concatenate(list(final.values())) if final and not missing else np.array([])  # [sum_m n_m]
+    iqm_ci = stats.iqm_ci(list(final.values())) if not missing else None
+    row = dict(arm=arm, method=method, group=group, baseline=base or "", n_runs=int(sum(len(x) for x in final.values())),
+               iqm=stats.iqm(pooled) if not missing else NAN, iqm_ci_low=iqm_ci[0] if iqm_ci else NAN,
+               iqm_ci_high=iqm_ci[1] if iqm_ci else NAN, missing=missing)
+    p_missing = ", ".join(dict.fromkeys(m for m in (missing, _lacking(base_scores)) if m))
+    if arm == base or base is None or p_missing:
+        row.update(p_improve=NAN, p_ci_low=NAN, p_ci_high=NAN, p_missing=p_missing if arm != base else "")
+    else:
+        p_ci = stats.probability_of_improvement_ci(final, base_scores)
+        row.update(p_improve=stats.probability_of_improvement(final, base_scores), p_ci_low=p_ci[0] if p_ci else NAN,
+                   p_ci_high=p_ci[1] if p_ci else NAN, p_missing="")
+    row.update(stable=flags, chosen_hp={e: chosen[(arm, e)] for e in envs if chosen.get((arm, e)) is not None})
+    return row

@@ -10,17 +10,18 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from typing import Any, Callable
 
 import pandas as pd
 
-from . import stats
+from . import stats, verdicts
 from .table_data import AVG
 
+COMPARISON_COLUMNS = ("", "_ci_low", "_ci_high", "_n", "_p", "_mde", "_seeds_needed", "_verdict", "_missing")
 CELL_COLUMNS = ("arm", "method", "group", "env", "baseline", "n_seeds", "n_failed", "n_missing", "mean", "std", "ci_low",
-                "ci_high", "missing", "start", "start_missing", "gain", "gain_ci_low", "gain_ci_high", "gain_n", "gain_verdict",
-                "gain_missing",
-                "diff", "diff_ci_low", "diff_ci_high", "diff_n", "diff_verdict", "diff_missing", "stable")
+                "ci_high", "missing", "start", "start_missing", *(f"gain{c}" for c in COMPARISON_COLUMNS),
+                *(f"diff{c}" for c in COMPARISON_COLUMNS), "stable")
 ARM_COLUMNS = ("iqm", "iqm_ci_low", "iqm_ci_high", "p_improve", "p_ci_low", "p_ci_high", "chosen_hp")
 NONE_MD, NONE_TEX = "—", "--"
 
@@ -33,8 +34,12 @@ def _num(x: float, none: str, fmt: str = ".1f") -> str:
     return format(x, fmt) if _ok(x) else none
 
 
-def _ci(low: float, high: float, fmt: str = ".1f") -> str:
-    return f"[{low:{fmt}}, {high:{fmt}}]" if _ok(low) else "n<3"
+def _ci(low: float, high: float, fmt: str = ".1f", *, too_few: str = "n<3") -> str:
+    """[low, high]; `too_few` without an interval; "tied" for the unbounded interval of all-equal
+    paired differences at too few seeds (verdicts.paired_t_test)."""
+    if not _ok(low):
+        return too_few
+    return f"[{low:{fmt}}, {high:{fmt}}]" if math.isfinite(low) else "tied"
 
 
 def _absent(missing: str, none: str) -> str:
@@ -58,12 +63,30 @@ def _final(row: pd.Series, *, pm: str, none: str) -> str:
 
 
 def _paired(row: pd.Series, prefix: str, *, none: str) -> str:
-    """mean difference [paired CI] (n=pairs), or the missing-data marker."""
+    """mean difference [t-interval at the family-adjusted level] (n=pairs), or the missing-data marker."""
     if row[f"{prefix}_missing"]:
         return _absent(row[f"{prefix}_missing"], none)
     if not _ok(row[prefix]):
         return none
-    return f"{row[prefix]:+.1f} {_ci(row[f'{prefix}_ci_low'], row[f'{prefix}_ci_high'])} (n={row[f'{prefix}_n']})"
+    interval = _ci(row[f"{prefix}_ci_low"], row[f"{prefix}_ci_high"], too_few="n<2")
+    return f"{row[prefix]:+.1f} {interval} (n={row[f'{prefix}_n']})"
+
+
+def _p_text(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def _verdict(row: pd.Series, prefix: str, *, none: str) -> list[str]:
+    """[verdict (p, Holm-adjusted), detectable difference (and, underpowered, the seeds needed)]."""
+    verdict = row[f"{prefix}_verdict"]
+    if not verdict:
+        return [none, none]
+    p = row[f"{prefix}_p"]
+    mde = row[f"{prefix}_mde"]
+    detects = f"{mde:.1f}" if _ok(mde) and math.isfinite(mde) else none
+    if row[f"{prefix}_seeds_needed"]:
+        detects += f"; ~{row[f'{prefix}_seeds_needed']} seeds for {row['min_effect']:g}"
+    return [f"{verdict} ({_p_text(p)})" if row[f"{prefix}_n"] >= 2 else verdict, detects]
 
 
 def _start(row: pd.Series, *, none: str) -> str:
@@ -100,7 +123,7 @@ def _sections(cells: pd.DataFrame, arms: pd.DataFrame, none: str) -> list[tuple[
     """(title, column names, rows) of the four tables, shared by the markdown and LaTeX renderers."""
     envs = list(dict.fromkeys(cells["env"]))
     base = cells["baseline"].iloc[0] or "baseline"
-    verdict = lambda prefix: lambda b: [b.loc[AVG, f"{prefix}_verdict"] or none]  # noqa: E731
+    verdict = lambda prefix: lambda b: _verdict(b.loc[AVG], prefix, none=none)  # noqa: E731
     per_method = [(r.group, r.arm, [r.method, str(r.n_runs), _arm_stat(r.iqm, r.iqm_ci_low, r.iqm_ci_high, r.missing, none, ".1f"),
                                     _arm_stat(r.p_improve, r.p_ci_low, r.p_ci_high, r.p_missing, none, ".2f"),
                                     _per_env(r.stable, str), _per_env(r.chosen_hp, _hp_text) or none])
@@ -108,30 +131,48 @@ def _sections(cells: pd.DataFrame, arms: pd.DataFrame, none: str) -> list[tuple[
     return [
         ("Final eval success (points)", envs, _grid(cells, lambda r: [_final(r, pm="± ", none=none)])),
         ("Start (step-0 eval, the BC policy) and gain = final - start per seed (points)",
-         [f"{e} {c}" for e in envs for c in ("start", "gain")] + ["gain verdict (Avg)"],
+         [f"{e} {c}" for e in envs for c in ("start", "gain")] + ["gain verdict (Avg)", "gain detects (Avg)"],
          _grid(cells, lambda r: [_start(r, none=none), _paired(r, "gain", none=none)], verdict("gain"))),
-        (f"Paired change vs {base} (points): per seed, arm - {base} on the same seed", envs + ["verdict (Avg)"],
+        (f"Paired change vs {base} (points): per seed, arm - {base} on the same seed", envs + ["verdict (Avg)", "detects (Avg)"],
          _grid(cells, lambda r: [_paired(r, "diff", none=none)], verdict("diff"))),
         ("Per method", ["method", "n", "IQM [95% CI]", f"P(>{base}) [95% CI]", "stable", "chosen hp"], per_method),
     ]
 
 
+def _family_size(cells: pd.DataFrame, prefix: str) -> int:
+    """k of the Avg column's family: the arms with at least 2 seed pairs there (verdicts.compare_family)."""
+    avg = cells[cells["env"] == AVG]
+    return int(((avg[f"{prefix}_verdict"] != "") & (avg[f"{prefix}_n"] >= 2)).sum())
+
+
 def notes(cells: pd.DataFrame) -> list[str]:
-    """What the numbers mean, with the seed counts the CIs rest on."""
+    """What the numbers mean: the seed counts the CIs rest on, and the verdict rule."""
     base = cells["baseline"].iloc[0] or "the baseline"
+    min_effect = float(cells["min_effect"].iloc[0])
     per_env = cells[cells["env"] != AVG]
     counts = sorted({int(n) for n in per_env["n_seeds"] if n >= stats.MIN_SEEDS_FOR_CI})
     seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}" if counts else "no"
     coverage = [stats.percentile_ci_coverage_note(n) for n in counts[:1]]
     return [
         "Cells: mean ± std over seeds [95% CI] (n = seeds that finished; failed and missing runs are counted, "
-        "never scored). Avg: the mean of the per-env statistics.",
-        f"CIs: percentile bootstrap, {stats.N_RESAMPLES} resamples, seeds resampled within each env (stratified); "
-        f"fewer than {stats.MIN_SEEDS_FOR_CI} seeds: n<3, no CI. Each CI here rests on {seeds} seeds per env. "
-        + (f"With {coverage[0]}." if coverage else ""),
+        "never scored). Avg (final, start): the mean of the per-env statistics.",
+        f"Score CIs (final success, IQM, P): percentile bootstrap, {stats.N_RESAMPLES} resamples, seeds resampled "
+        f"within each env (stratified); fewer than {stats.MIN_SEEDS_FOR_CI} seeds: n<3, no CI. Each rests on {seeds} "
+        "seeds per env. " + (f"With {coverage[0]}. " if coverage else "") + "They describe; no verdict comes from them.",
         f"Paired: d_s = arm_s - {base}_s on seeds both finished (the same seed: the same BC start and eval rooms); "
-        "the CI resamples seed pairs; n = seed pairs per env (Avg: the fewest of any env). Gain: final_s - start_s "
-        "per seed. Verdict: better (CI above 0), worse (CI below 0), no difference (CI spans 0), at 95%.",
+        "gain: d_s = final_s - start_s. Avg: d_s averaged over envs, on the seeds paired in every env; n = those "
+        "seeds. Interval: the paired t-interval at the family-adjusted level (all d_s equal: \"tied\", none below 6 seeds).",
+        f"Verdict (one rule for every better/worse arena prints; p beside it is Holm-adjusted): better/worse = the "
+        f"paired t-test rejects 0 at a Holm-adjusted p < {verdicts.ALPHA:g}, by the sign of the mean; no difference = not rejected and the "
+        f"1 - {verdicts.ALPHA:g}/k interval (Bonferroni) lies inside ±{min_effect:g} points (min_effect); underpowered = "
+        "neither (fewer than 2 pairs included). Families (Avg column; each env column is its own): the gains of the "
+        f"{_family_size(cells, 'gain')} arms with 2 or more seed pairs; the {_family_size(cells, 'diff')} such arms "
+        f"against {base}. Holm within each "
+        f"keeps the chance of any false better/worse in a family at most {verdicts.ALPHA:g} (d_s roughly normal or "
+        "symmetric; docs/methods.md, Statistics).",
+        f"detects: the smallest true difference the comparison finds with {verdicts.POWER:.0%} power at its n and "
+        f"observed sd (noncentral t, level {verdicts.ALPHA:g}/k); underpowered: about how many seeds would detect "
+        f"{min_effect:g} points.",
         "Missing data, one rule for every column: an aggregate over envs (Avg, IQM, P) is computed only when every "
         "env has a finished seed (and, to compare, a finished baseline seed); otherwise it reads — (missing ENV).",
         f"IQM: 25% trimmed mean over (env, seed). P(>{base}): unpaired, P(X > Y) over all seed pairs per env, "
@@ -149,9 +190,13 @@ def render_markdown(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> st
 
 
 def _tex(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+    """LaTeX-safe text: specials escaped; "~" (a tie in LaTeX) and "<" (a different glyph in text
+    mode) go to math."""
+    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
+                 ("~", r"$\sim$")):
         text = text.replace(a, b)
-    return text.replace("±", r"$\pm$").replace("n<3", r"$n<3$")
+    text = text.replace("±", r"$\pm$")
+    return re.sub(r"\b([np])<([0-9.]+)", r"$\1<\2$", text)
 
 
 def _tex_tabular(rows: list[tuple[str, str, list[str]]], columns: list[str]) -> list[str]:

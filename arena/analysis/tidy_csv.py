@@ -23,7 +23,7 @@ from arena.runs.atomic import atomic_write_text
 
 RUN_COLUMNS = ("arm", "method", "group", "env", "seed", "status", "stable", "final_eval_success",
                "initial_eval_success", "var_last20", "noise_floor", "theta", "n_eval")
-KEYS = ("name", "results_dir", "prefix", "out", "baseline")
+KEYS = ("name", "results_dir", "prefix", "out", "baseline", "min_effect")
 
 
 def _figure_metrics() -> list[str]:
@@ -84,8 +84,9 @@ def load_csv(prefix: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     return runs, tidy, manifest
 
 
-def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] = None, baseline: Optional[str] = None) -> Path:
-    """table.md/.tex/.csv and figures/ under `out`, from the two CSV files."""
+def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] = None, baseline: Optional[str] = None,
+                    min_effect: Optional[float] = None) -> Path:
+    """table.md/.tex/.csv and figures/ under `out`, from the two CSV files (min_effect: the report's key)."""
     from .figures import write_figures
     from .report import write_tables
     from .table_data import build_table
@@ -93,7 +94,8 @@ def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] 
     runs, tidy, manifest = load_csv(prefix)
     if baseline is not None and baseline not in manifest["grid"]:
         raise ValueError(f"baseline={baseline!r} is not an arm in {prefix}_runs.csv; valid values: {', '.join(manifest['grid'])}")
-    cells, arms = build_table(runs, manifest, {}, baseline=baseline)
+    extra = {} if min_effect is None else {"min_effect": min_effect}
+    cells, arms = build_table(runs, manifest, {}, baseline=baseline, **extra)
     out = Path(out)
     write_tables(cells, arms, out, name=name or Path(prefix).name)
     write_figures(tidy, runs, out / "figures", arm_order=list(cells["arm"].unique()), baseline=cells["baseline"].iloc[0] or None)
@@ -101,7 +103,10 @@ def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] 
 
 
 def main(argv: Sequence[str]) -> int:
-    """`export name=NAME results_dir=DIR prefix=P` | `render prefix=P out=DIR [baseline=ARM]`; exit 2 on bad input."""
+    """`export name=NAME results_dir=DIR prefix=P` | `render prefix=P out=DIR [baseline=ARM] [min_effect=POINTS]`;
+    exit 2 on bad input."""
+    from .report import parse_min_effect
+
     try:
         if not argv or argv[0] not in ("export", "render"):
             raise ValueError("first argument: export or render")
@@ -117,7 +122,9 @@ def main(argv: Sequence[str]) -> int:
         if argv[0] == "export":
             print("\n".join(str(p) for p in export_csv(opts["results_dir"], opts["name"], opts["prefix"])))
         else:
-            print(render_from_csv(opts["prefix"], opts["out"], name=opts.get("name"), baseline=opts.get("baseline")))
+            min_effect = parse_min_effect(opts["min_effect"]) if "min_effect" in opts else None
+            print(render_from_csv(opts["prefix"], opts["out"], name=opts.get("name"), baseline=opts.get("baseline"),
+                                  min_effect=min_effect))
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -54,19 +54,34 @@ class Comparison:
     note: str  # one short human sentence ("p=0.03 (Holm, 5 arms)", "n=1: no spread")
 
 
+def all_tied(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """True where every d_s is the same value (sd = 0 up to float rounding: sd <= 1e-9 (1 + |mean|))."""
+    return np.asarray(sd) <= 1e-9 * (1.0 + np.abs(mean))
+
+
+def tied_sign_flip_p(n: np.ndarray) -> np.ndarray:
+    """2^(1 - n): the exact sign-flip p-value of n equal, nonzero differences.
+
+    Under H0 (d symmetric about 0) each of the 2^n sign patterns of (|d_1|, ..., |d_n|) is equally
+    likely; the two-sided statistic |sum_s d_s| reaches its observed maximum on 2 of them (all +,
+    all -), so p = 2 / 2^n. (n = 2: 0.5; n = 6: 0.03125, the first n below 0.05.)"""
+    return np.power(2.0, 1.0 - np.asarray(n, dtype=float))
+
+
 def paired_t_test(mean: np.ndarray, sd: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Two-sided one-sample t-test of H0: E[d] = 0, elementwise over arrays of any (broadcast) shape.
 
         t = mean / (sd / sqrt(n)),   df = n - 1,   p = 2 * P(T_df > |t|)
 
-    Degenerate spreads: sd = 0 gives p = 0 if mean != 0 (every seed moved by the same amount) and
-    p = 1 if mean = 0; n < 2 gives p = 1 (no test without a spread).
+    All d_s tied (sd = 0; success rates are discrete, so ties happen): t is undefined (0/0 or
+    infinite), and the exact sign-flip test takes over: p = 1 if they are all 0, else 2^(1 - n)
+    (tied_sign_flip_p). n < 2 gives p = 1 (no test without a spread).
     """
     mean, sd, n = np.broadcast_arrays(np.asarray(mean, float), np.asarray(sd, float), np.asarray(n, float))
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(mean) / (sd / np.sqrt(n))  # [...]
         p = 2.0 * sps.t.sf(t, np.maximum(n - 1, 1))  # [...]
-    p = np.where(sd == 0, np.where(mean == 0, 1.0, 0.0), p)
+    p = np.where(all_tied(mean, sd), np.where(mean == 0, 1.0, tied_sign_flip_p(n)), p)  # [...]
     return np.where((n < 2) | ~np.isfinite(p), 1.0, p)
 
 
@@ -100,7 +115,7 @@ def _interval_alpha(p: np.ndarray, rejected: np.ndarray, alpha: float) -> np.nda
     """
     k = p.shape[-1]
     rank = np.argsort(np.argsort(p, axis=-1, kind="stable"), axis=-1)  # [..., k], 0-based j - 1
-    return np.where(rejected, alpha / (k - rank), alpha / k)  # [..., k]
+    return np.where(rejected, alpha / (k - rank), alpha / max(k, 1))  # [..., k]
 
 
 def family_verdicts(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, *, min_effect: float = MIN_EFFECT,
@@ -109,6 +124,7 @@ def family_verdicts(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, *, min_effe
 
     Returns p, p_adjusted, low, high and verdict (strings), each shaped like `mean`. The interval:
         mean -/+ t_{1 - a/2, n - 1} * sd / sqrt(n),   a = _interval_alpha(...)
+    (all d_s tied: see paired_t_test).
     """
     mean, sd, n = np.broadcast_arrays(np.asarray(mean, float), np.asarray(sd, float), np.asarray(n, float))
     p = paired_t_test(mean, sd, n)  # [..., k]
@@ -117,7 +133,10 @@ def family_verdicts(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, *, min_effe
     level = _interval_alpha(p, rejected, alpha)  # [..., k]
     with np.errstate(invalid="ignore", divide="ignore"):
         half = sps.t.ppf(1 - level / 2, np.maximum(n - 1, 1)) * sd / np.sqrt(n)  # [..., k]
-    half = np.where(n >= 2, np.where(sd == 0, 0.0, half), np.nan)  # [..., k]
+    # All tied: the sign-flip interval (the shifts delta the test at `level` does not reject) is
+    # {mean} when 2^(1-n) < level, else the whole line.
+    tied_half = np.where(tied_sign_flip_p(n) < level, 0.0, np.inf)  # [..., k]
+    half = np.where(n >= 2, np.where(all_tied(mean, sd), tied_half, half), np.nan)  # [..., k]
     low, high = mean - half, mean + half  # [..., k]
     equivalent = ~rejected & (n >= 2) & (low > -min_effect) & (high < min_effect)  # [..., k]
     verdict = np.where(rejected, np.where(mean > 0, BETTER, WORSE), np.where(equivalent, NO_DIFFERENCE, UNDERPOWERED))
@@ -152,12 +171,13 @@ def detectable_difference(sd: float, n: int, *, alpha: float = ALPHA, power: flo
     lambda = delta sqrt(n) / sigma. Solve power(lambda) = P(|T'| > t_{1-alpha/2, n-1}) = power for
     lambda* (brentq; power rises with lambda), then MDE = lambda* sigma / sqrt(n). Large-n check:
     lambda* -> z_{1-alpha/2} + z_power = 1.96 + 0.84 = 2.80 at alpha 0.05, power 0.8.
-    NaN for n < 2 (no spread, no test); 0 for sd = 0.
+    NaN for n < 2 (no spread, no test). sd = 0 (all d_s tied, the sign-flip test of paired_t_test):
+    0 when 2^(1-n) < alpha (any constant shift is detected), else inf (none is).
     """
     if n < 2 or not math.isfinite(sd):
         return float("nan")
     if sd == 0:
-        return 0.0
+        return 0.0 if float(tied_sign_flip_p(n)) < alpha else float("inf")
     df = n - 1
     critical = float(sps.t.ppf(1 - alpha / 2, df))
     upper = critical + 10.0
@@ -171,12 +191,13 @@ def seeds_to_detect(sd: float, min_effect: float, *, alpha: float = ALPHA, power
     """The smallest n with detectable_difference(sd, n) <= min_effect (MDE falls with n).
 
     Starts from the normal-theory guess n0 = ((z_{1-alpha/2} + z_power) sd / min_effect)^2, a lower
-    bound (the t quantiles exceed the normal ones), and steps up. None without a finite sd.
+    bound (the t quantiles exceed the normal ones), and steps up. None without a finite sd; for
+    sd = 0 the smallest n with 2^(1-n) < alpha (6 at alpha 0.05).
     """
     if not math.isfinite(sd):
         return None
     if sd == 0:
-        return 2
+        return 1 + math.floor(math.log2(1 / alpha)) + 1
     z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
     n = max(2, math.floor((z * sd / min_effect) ** 2))
     while n < MAX_SEEDS_NEEDED and detectable_difference(sd, n, alpha=alpha, power=power) > min_effect:
@@ -207,27 +228,35 @@ def compare_family(diffs_by_name: Mapping[str, Sequence[float]], *, min_effect: 
                    alpha: float = ALPHA) -> dict[str, Comparison]:
     """The rule for a family of paired comparisons (Holm across the family), by name.
 
+    The family is the members with at least 2 finite pairs: one with fewer has no test (verdict
+    underpowered, p = p_adjusted = 1) and does not count in k, so it cannot dilute the others
+    (which members count depends on the seed counts alone, never on the outcomes).
     mde and seeds_needed use the Bonferroni level alpha / k, the level the family guarantees each
     comparison (Holm tests the last-ranked one there; earlier ones get more)."""
-    names = list(diffs_by_name)
-    if not names:
+    summaries = {name: _summary(diffs_by_name[name]) for name in diffs_by_name}
+    tested = [name for name, (n, _, _) in summaries.items() if n >= 2]
+    k = max(1, len(tested))
+    order = tested + [name for name in summaries if name not in tested]
+    if not order:
         return {}
-    k = len(names)
-    summaries = [_summary(diffs_by_name[name]) for name in names]
-    n, mean, sd = (np.array(col, dtype=float) for col in zip(*summaries))  # [k] each
-    result = family_verdicts(mean, sd, n, min_effect=min_effect, alpha=alpha)
+    n, mean, sd = (np.array(col, dtype=float) for col in zip(*(summaries[name] for name in order)))  # [members] each
+    t = len(tested)
+    result = family_verdicts(mean[:t], sd[:t], n[:t], min_effect=min_effect, alpha=alpha)  # [t] each
+    untested = {"p": 1.0, "p_adjusted": 1.0, "low": np.nan, "high": np.nan, "verdict": UNDERPOWERED}
+    result = {key: np.concatenate([value, np.full(len(order) - t, untested[key])]) for key, value in result.items()}
     out = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate(order):
         n_i, verdict = int(n[i]), str(result["verdict"][i])
-        mde = detectable_difference(sd[i], n_i, alpha=alpha / k)
+        spread = 0.0 if bool(all_tied(mean[i], sd[i])) else float(sd[i])  # tied: the sign-flip case
+        mde = detectable_difference(spread, n_i, alpha=alpha / k)
         needed = None
         if verdict == UNDERPOWERED and n_i >= 2:
-            needed = max(n_i + 1, seeds_to_detect(sd[i], min_effect, alpha=alpha / k) or 0)
+            needed = max(n_i + 1, seeds_to_detect(spread, min_effect, alpha=alpha / k) or 0)
         out[name] = Comparison(
             n=n_i, mean=float(mean[i]), sd=float(sd[i]), low=float(result["low"][i]), high=float(result["high"][i]),
             p=float(result["p"][i]), p_adjusted=float(result["p_adjusted"][i]), mde=mde, verdict=verdict,
             seeds_needed=needed, note=_note(n_i, float(result["p_adjusted"][i]), k, verdict, mde, needed, min_effect))
-    return out
+    return {name: out[name] for name in diffs_by_name}
 
 
 def compare(diffs: Sequence[float], *, min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> Comparison:

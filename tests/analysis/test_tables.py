@@ -50,44 +50,83 @@ def test_cell_numbers_by_hand(table):
     assert by_arm.loc["gspo", "chosen_hp"] == {"sokoban": {"eps_low": 0.003, "eps_high": 0.004}}
 
 
+# df = 2 (3 seeds) has closed forms: two-sided p = 1 - sqrt(t^2 / (2 + t^2)) and
+# t_{1-a/2, 2} = c sqrt(2 / (1 - c^2)) with c = 1 - a:  a = 0.05: 4.30265;  a = 0.0125: 8.86017.
+def _p_df2(t_squared: float) -> float:
+    return 1 - math.sqrt(t_squared / (2 + t_squared))
+
+
 def test_paired_comparison_by_hand(table):
     cells, _ = table
     # Paired vs grpo, per seed s = 0, 1, 2 (points), from synthetic.SCORES:
-    #   env        gspo            grpo          d_s = gspo - grpo   mean   95% CI (n=3: [min, max])
-    #   sokoban    55, 65, 75      40, 50, 60    15, 15, 15          15     [15, 15]   better
-    #   household  10, 20, 30       5,  5,  8     5, 15, 22          14     [5, 22]    better
-    #   Avg        (15 + 14) / 2 = 14.5; sokoban's d is constant, so CI = (15 + [5, 22]) / 2 = [10, 18.5]
-    expected = {"sokoban": (15.0, 15.0, 15.0), "household": (14.0, 5.0, 22.0), "Avg": (14.5, 10.0, 18.5)}
-    for env, (mean, low, high) in expected.items():
-        row = _cell(cells, "gspo", env)
-        assert (row["diff"], row.diff_ci_low, row.diff_ci_high) == pytest.approx((mean, low, high), rel=1e-12)
-        assert (row.diff_n, row.diff_verdict) == (3, "better")
+    #   env        gspo            grpo          d_s = gspo - grpo
+    #   sokoban    55, 65, 75      40, 50, 60    15, 15, 15   all tied: sign-flip p = 2^(1-3) = 0.25, no interval
+    #   household  10, 20, 30       5,  5,  8     5, 15, 22   mean 14
+    #   Avg        d_s = (15 + 5)/2, (15 + 15)/2, (15 + 22)/2 = 10, 15, 18.5: mean 14.5,
+    #              sd^2 = (4.5^2 + 0.5^2 + 4^2) / 2 = 18.25, SE^2 = 18.25 / 3, t^2 = 14.5^2 / SE^2 = 34.562
+    #              p = 1 - sqrt(34.562 / 36.562) = 0.02774
+    #   sampo Avg  sokoban 40, 30, 30; household 45, 55, 62 -> d_s = 42.5, 42.5, 46: mean 43.667,
+    #              sd^2 = 8.1667 / 2 = 4.0833, t^2 = 43.667^2 / (4.0833 / 3) = 1400.9, p = 0.000713
+    #   The Avg family is {gspo, sampo} (grpo_4mb has one seed paired in both envs: untested), k = 2.
+    #   Holm: sampo 2 * 0.000713 = 0.00143; gspo max(0.00143, 1 * 0.02774) = 0.02774: both better.
+    #   gspo was rejected at Holm's second step, level 0.05: 14.5 -/+ 4.30265 * sqrt(18.25 / 3)
+    #   = 14.5 -/+ 4.30265 * 2.46644 = 14.5 -/+ 10.6122 = [3.8878, 25.1122]
+    t2_gspo = 14.5 ** 2 / (18.25 / 3)
+    row = _cell(cells, "gspo", "Avg")
+    assert (row["diff"], row.diff_n, row.diff_verdict) == (pytest.approx(14.5, rel=1e-12), 3, "better")
+    assert row.diff_p == pytest.approx(_p_df2(t2_gspo), rel=1e-9)
+    assert (row.diff_ci_low, row.diff_ci_high) == pytest.approx((3.8878, 25.1122), abs=1e-4)
+    sampo = _cell(cells, "sampo", "Avg")
+    d = [42.5, 42.5, 46.0]
+    t2_sampo = (sum(d) / 3) ** 2 / (((42.5 - 131 / 3) ** 2 * 2 + (46 - 131 / 3) ** 2) / 2 / 3)
+    assert (sampo.diff_verdict, sampo.diff_p) == ("better", pytest.approx(2 * _p_df2(t2_sampo), rel=1e-9))
+    row = _cell(cells, "gspo", "sokoban")
+    assert (row["diff"], row.diff_p, row.diff_verdict, row.diff_ci_high) == (
+        pytest.approx(15.0, rel=1e-12), 0.5, "underpowered", math.inf)
+    # (the sokoban family: sampo 40, 30, 30 has t^2 = 100, p = 0.00985, first; gspo second: 2 * 0.25 = 0.5)
     # grpo_4mb: sokoban seed 2 failed, household seed 1 missing -> only the seeds both finished pair:
-    #   sokoban  s0: 30 - 40 = -10, s1: 50 - 50 = 0 -> mean -5 over n=2, no CI, no verdict
-    #   household s0: 2 - 5 = -3, s2: 8 - 8 = 0 -> mean -1.5;  Avg (-5 - 1.5) / 2 = -3.25
+    #   sokoban  s0: 30 - 40 = -10, s1: 50 - 50 = 0 -> mean -5 over n=2
+    #   household s0: 2 - 5 = -3, s2: 8 - 8 = 0;  Avg: only s0 is paired in both: (-10 - 3) / 2 = -6.5, n=1
     row = _cell(cells, "grpo_4mb", "sokoban")
-    assert (row["diff"], row.diff_n, row.diff_verdict) == (-5.0, 2, "") and math.isnan(row.diff_ci_low)
-    assert _cell(cells, "grpo_4mb", "Avg")["diff"] == pytest.approx(-3.25, rel=1e-12)
+    assert (row["diff"], row.diff_n, row.diff_verdict) == (-5.0, 2, "underpowered")
+    row = _cell(cells, "grpo_4mb", "Avg")
+    assert (row["diff"], row.diff_n, row.diff_verdict, row.diff_p) == (-6.5, 1, "underpowered", 1.0)
+    assert math.isnan(row.diff_ci_low) and math.isnan(row.diff_mde) and row.diff_seeds_needed == 0
     assert math.isnan(_cell(cells, "grpo", "Avg")["diff"])  # the baseline is not compared to itself
 
 
 def test_start_and_gain_by_hand(table):
     cells, _ = table
-    # step-0 eval: sokoban 50, household 5 for every run (synthetic.INITIAL); gain_s = final_s - 50:
-    #   grpo sokoban  40, 50, 60 -> -10, 0, 10: mean 0, CI [-10, 10] -> no difference (GRPO did not beat its start)
-    #   gspo sokoban  55, 65, 75 ->   5, 15, 25: mean 15, CI [5, 25] -> better
-    #   grpo household 5, 5, 8 -> 0, 0, 3: mean 1, CI [0, 3] -> 0 is in the CI: no difference
-    row = _cell(cells, "grpo", "sokoban")
-    assert (row.start, row.gain, row.gain_ci_low, row.gain_ci_high) == pytest.approx((50.0, 0.0, -10.0, 10.0), abs=1e-12)
-    assert row.gain_verdict == "no difference"
-    row = _cell(cells, "gspo", "sokoban")
-    assert (row.gain, row.gain_ci_low, row.gain_ci_high) == pytest.approx((15.0, 5.0, 25.0), rel=1e-12)
-    assert row.gain_verdict == "better"
-    row = _cell(cells, "grpo", "household")
-    assert (row.gain, row.gain_ci_low, row.gain_ci_high) == pytest.approx((1.0, 0.0, 3.0), abs=1e-12)
-    assert row.gain_verdict == "no difference"
-    # Avg start (50 + 5) / 2 = 27.5; Avg gain (0 + 1) / 2 = 0.5
+    # step-0 eval: sokoban 50, household 5 for every run (synthetic.INITIAL); gain_s = final_s - 50.
+    # The sokoban gain family is all 4 arms (each has >= 2 pairs):
+    #   grpo      40, 50, 60 -> -10, 0, 10: mean 0, p = 1
+    #   gspo      55, 65, 75 ->   5, 15, 25: mean 15, SE 10/sqrt(3), t^2 = 6.75, p = 1 - sqrt(6.75 / 8.75) = 0.12169
+    #   sampo     80, 80, 90 ->  30, 30, 40: mean 33.33, sd 5.7735, SE 3.3333, t^2 = 100, p = 1 - sqrt(100 / 102) = 0.009852
+    #   grpo_4mb  30, 50     -> -20, 0: t = -10 / 10 = -1 at df 1, p = 1 - 2 arctan(1) / pi = 0.5
+    # Holm (k = 4): sampo 4 * 0.009852 = 0.0394 < 0.05: better, its interval at level 0.05/4:
+    #   33.3333 -/+ 8.86017 * 3.33333 = 33.3333 -/+ 29.5340 = [3.7994, 62.8673]; gspo max(0.0394, 3 * 0.12169) = 0.3651: not rejected,
+    #   grpo not rejected: 0 -/+ 8.860166 * 5.773503 = -/+ 51.1544 (Bonferroni 0.05/4), not inside -/+5: underpowered
+    sampo = _cell(cells, "sampo", "sokoban")
+    assert (sampo.gain_verdict, sampo.gain_p) == ("better", pytest.approx(4 * _p_df2(100.0), rel=1e-9))
+    assert (sampo.gain_ci_low, sampo.gain_ci_high) == pytest.approx((3.7994, 62.8673), abs=1e-4)
+    gspo = _cell(cells, "gspo", "sokoban")
+    assert (gspo.gain, gspo.gain_p, gspo.gain_verdict) == (pytest.approx(15.0), pytest.approx(3 * _p_df2(6.75)), "underpowered")
+    grpo = _cell(cells, "grpo", "sokoban")
+    assert (grpo.start, grpo.gain, grpo.gain_ci_low, grpo.gain_ci_high) == pytest.approx((50.0, 0.0, -51.1544, 51.1544), abs=1e-4)
+    assert grpo.gain_verdict == "underpowered" and grpo.gain_seeds_needed > 3
+    # Avg start (50 + 5) / 2 = 27.5; Avg gain: d_s = (-10 + 0)/2, (0 + 0)/2, (10 + 3)/2 = -5, 0, 6.5 -> mean 0.5
     assert (_cell(cells, "grpo", "Avg").start, _cell(cells, "grpo", "Avg").gain) == pytest.approx((27.5, 0.5), rel=1e-12)
+
+
+def test_min_effect_decides_no_difference(results_dir, runs):
+    # grpo's Avg gain: d = -5, 0, 6.5, mean 0.5, sd^2 = (5.5^2 + 0.5^2 + 6^2) / 2 = 33.25; the Avg gain
+    # family has k = 3 arms, so its interval is at 0.05/3: t_{1-0.05/6, 2} = 7.6489 (c = 0.98333),
+    # 0.5 -/+ 7.6489 sqrt(33.25 / 3) = 0.5 -/+ 25.465 = [-24.965, 25.965]: inside (-26, 26) but not (-25, 25)
+    manifest = load_manifest(results_dir, NAME)
+    row = _cell(build_table(runs, manifest, {}, min_effect=26.0)[0], "grpo", "Avg")
+    assert (row.gain_ci_low, row.gain_ci_high) == pytest.approx((-24.965, 25.965), abs=1e-3)
+    assert row.gain_verdict == "no difference"
+    assert _cell(build_table(runs, manifest, {}, min_effect=25.0)[0], "grpo", "Avg").gain_verdict == "underpowered"
 
 
 def test_failed_and_missing_never_zero(table):
@@ -131,9 +170,11 @@ def test_missing_env_rule_on_every_column(results_dir, runs):
 
 def test_baseline_can_be_changed(results_dir, runs):
     cells, arms = build_table(runs, load_manifest(results_dir, NAME), {}, baseline="gspo")
-    # grpo vs gspo: the negated d of test_paired_comparison_by_hand: sokoban -15 [-15, -15] worse
-    row = _cell(cells, "grpo", "sokoban")
-    assert (row["diff"], row.diff_ci_low, row.diff_ci_high) == pytest.approx((-15.0, -15.0, -15.0), rel=1e-12)
+    # grpo vs gspo: the negated d of test_paired_comparison_by_hand: Avg -14.5; the family is
+    # {grpo, sampo} again (sampo - gspo Avg: 32.5, 27.5, 27.5, p = 0.0032, Holm 0.0065), so grpo is
+    # rejected at Holm's second step with p = 0.02774: worse, [-25.1122, -3.8878]
+    row = _cell(cells, "grpo", "Avg")
+    assert (row["diff"], row.diff_ci_low, row.diff_ci_high) == pytest.approx((-14.5, -25.1122, -3.8878), abs=1e-4)
     assert (row.diff_verdict, row.baseline) == ("worse", "gspo")
     assert "## Paired change vs gspo" in render_markdown(cells, arms, name=NAME)
 
@@ -148,13 +189,16 @@ def test_markdown_layout_is_pinned_by_golden(report_dir):
 def test_csv_and_tex(report_dir):
     rows = list(csv.DictReader(io.StringIO((report_dir / "table.csv").read_text())))
     for col in ("arm", "method", "env", "n_seeds", "mean", "std", "ci_low", "ci_high", "stable", "start", "gain",
-                "diff", "diff_verdict", "iqm_ci_low", "p_ci_high", "baseline"):
+                "diff", "diff_verdict", "diff_p", "diff_mde", "diff_seeds_needed", "gain_mde", "iqm_ci_low", "p_ci_high",
+                "baseline"):
         assert col in rows[0]
     row = next(r for r in rows if r["arm"] == "grpo_4mb" and r["env"] == "sokoban")
     assert (row["n_seeds"], row["n_failed"], row["mean"], row["ci_low"]) == ("2", "1", "40.0000", "")
     assert [r["env"] for r in rows[:3]] == ["sokoban", "household", "Avg"]
     tex = (report_dir / "table.tex").read_text()
     assert r"50.0 $\pm$ 10.0 [40.0, 60.0] (n=3)" in tex and r"$n<3$" in tex and r"grpo\_4mb" in tex
+    # "~" is a tie and "<" another glyph in LaTeX text: both go to math (grpo's Avg gain row)
+    assert r"32.7; $\sim$17 seeds for 5" in tex and r"$n<2$ (n=1)" in tex and "~" not in tex
 
 
 def test_table_rerun_is_byte_identical(results_dir, report_dir):
@@ -190,3 +234,6 @@ def test_cli_entry(results_dir, capsys):
     assert "valid keys: name, results_dir, baseline, allow_mixed, wandb" in capsys.readouterr().err
     assert main([f"name={NAME}", f"results_dir={results_dir}", "baseline=ppo"]) == 2
     assert "baseline='ppo' is not an arm of sweep 'synthetic'; valid values: grpo, gspo, grpo_4mb, sampo" in capsys.readouterr().err
+    for bad in ("0", "-1", "nan", "inf", "five", "101"):
+        assert main([f"name={NAME}", f"results_dir={results_dir}", f"min_effect={bad}"]) == 2
+        assert f"min_effect={bad!r}: expected a number of points in (0, 100]" in capsys.readouterr().err

@@ -34,3 +34,5 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert main(["render", "prefix=x"]) == 2
     assert "render needs prefix=..., out=..." in capsys.readouterr().err
     assert main(["render", f"prefix={tmp_path}/none", f"out={tmp_path}"]) == 2
+    assert main(["render", f"prefix={tmp_path}/none", f"out={tmp_path}", "min_effect=-2"]) == 2
+    assert "min_effect='-2': expected a number of points in (0, 100]" in capsys.readouterr().err
