@@ -84,6 +84,13 @@ def test_rounds_until_resolved_the_record_and_resume(auto_env, tmp_path):
     report = (tmp_path / "sweeps" / "g3-smoke" / "report" / "table.md").read_text()
     assert "- big: 3 seeds, resolved at look 1" in report  # the report says how many seeds and why
     assert "alpha = 0.05 / 4 = 0.0125 per look" in report
+    # the report's verdicts are judged at that level: st's Avg interval is the look-4 one,
+    # 0.33 +- 4.32 = [-3.99, 4.65] (at 0.05, Bonferroni over the 2 arms: 0.33 +- 3.02)
+    from arena.analysis.report import _table
+
+    cells = _table(tmp_path.resolve(), "g3-smoke", allow_mixed=True)[2]
+    st = cells[(cells["arm"] == "st") & (cells["env"] == "Avg")].iloc[0]
+    assert (round(st["diff_ci_low"], 2), round(st["diff_ci_high"], 2), st["diff_verdict"]) == (-3.99, 4.65, "no difference")
 
     # rerun and resume reach the same decisions
     args = [*auto_env, "seeds=auto", "max_seeds=6"]
