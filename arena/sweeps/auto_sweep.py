@@ -91,9 +91,11 @@ def look_line(history: History) -> str:
     return f"[sweep] seeds=auto look {len(history.looks)}: " + "; ".join(parts) + f" -> {nxt}"
 
 
-def run_rounds(plan: SweepPlan, run: Callable[[list[Cell]], dict[str, str]], *, log: Callable = print) -> dict[str, str]:
+def run_rounds(plan: SweepPlan, run: Callable[[list[Cell]], dict[str, str]], *, log: Callable = print,
+               bc_stage: Callable[[list[Cell]], None] = lambda cells: None) -> dict[str, str]:
     """Run round after round until every arm is resolved or at max_seeds, or a cell fails
-    (the command then exits 1; rerunning it retries the failed cells and goes on)."""
+    (the command then exits 1; rerunning it retries the failed cells and goes on). `bc_stage`
+    trains the BC checkpoints a round's new seeds need before its cells run."""
     outcome: dict[str, str] = {}
     history = current_round(plan)
     while True:
@@ -101,6 +103,7 @@ def run_rounds(plan: SweepPlan, run: Callable[[list[Cell]], dict[str, str]], *, 
         plan.write_manifest()
         if history.complete:
             return outcome
+        bc_stage(plan.cells)
         result = run(plan.cells)  # the driver skips the cells that are done
         outcome.update(result)
         if any(state != "done" for state in result.values()):

@@ -248,14 +248,24 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     parallel = options.parallel
     for notice in first_use_notices(plan.cells):  # e.g. household's large pool, generated inside a job
         log(f"[sweep] {notice}")
-    bc_cfgs = bc_configs(plan.cells)
-    if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
-        log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
-            f"(job logs: {plan.sweep_dir / 'jobs'})")
-    bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
-                           wait=kind != "slurm", log=log, parallel=parallel)
-    if kind == "slurm" and bc_jobs:
-        start_after(executor, [j.job_id for j in bc_jobs])
+    staged: set[str] = set()
+
+    def bc_stage(cells) -> None:
+        """The BC checkpoints `cells` need that no earlier stage of this command trained or found
+        (seeds=auto's later rounds bring new seeds, and so new checkpoints)."""
+        from arena.backends.embedded.bc_key import bc_hash
+
+        bc_cfgs = [c for c in bc_configs(cells) if bc_hash(c) not in staged]
+        staged.update(bc_hash(c) for c in bc_cfgs)
+        if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
+            log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
+                f"(job logs: {plan.sweep_dir / 'jobs'})")
+        bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
+                               wait=kind != "slurm", log=log, parallel=parallel)
+        if kind == "slurm" and bc_jobs:
+            start_after(executor, [j.job_id for j in bc_jobs])
+
+    bc_stage(plan.cells)
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
     pool_dir = plan.sweep_dir / "jobs" / "pool" if kind == "local" else None
     run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731
@@ -268,5 +278,5 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     if plan.auto is not None:
         from .auto_sweep import run_rounds
 
-        return run_rounds(plan, run, log=log)
+        return run_rounds(plan, run, log=log, bc_stage=bc_stage)
     return run(plan.cells)

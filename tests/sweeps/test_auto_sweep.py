@@ -69,6 +69,9 @@ def test_rounds_until_resolved_the_record_and_resume(auto_env, tmp_path):
     m = _manifest(tmp_path)
     assert _seeds(m) == {"grpo": [0, 1, 2, 3, 4, 5], "st": [0, 1, 2, 3, 4, 5], "big": [0, 1, 2]}
     assert len(_calls(tmp_path)) == 15 and set(_calls(tmp_path).values()) == {1}  # each cell ran once
+    # a BC stage per round for the new seeds' checkpoints (the seed is in the BC key; the arms
+    # share them): seeds 0-2, then 3, 4, 5 -> 6 BC jobs
+    assert (tmp_path / "bc_calls.log").read_text() == "sokoban\n" * 6
     record = m["auto_seeds"]
     assert (record["max_seeds"], record["first_seeds"], record["looks"], record["alpha"]) == (6, 3, 4, 0.0125)
     assert record["baseline"] == "grpo" and record["complete"] is True
