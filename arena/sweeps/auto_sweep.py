@@ -101,8 +101,8 @@ def run_rounds(plan: SweepPlan, run: Callable[[list[Cell]], dict[str, str]], *, 
     while True:
         _settle(plan, history)
         plan.write_manifest()
-        if history.complete:
-            return outcome
+        if history.complete:  # every cell of every round is done
+            return {**{c.cell_id: "done" for c in plan.cells}, **outcome}
         bc_stage(plan.cells)
         result = run(plan.cells)  # the driver skips the cells that are done
         outcome.update(result)

@@ -98,7 +98,8 @@ def test_rounds_until_resolved_the_record_and_resume(auto_env, tmp_path):
     # rerun and resume reach the same decisions
     args = [*auto_env, "seeds=auto", "max_seeds=6"]
     first = _manifest(tmp_path)
-    assert _sweep(args)[0] == 0  # the same command again: nothing runs, the same manifest
+    code, lines = _sweep(args)  # the same command again: nothing runs, the same manifest
+    assert code == 0 and lines[-1].startswith("[sweep] all 15 cells done"), lines[-1]
     assert _manifest(tmp_path) == first and set(_calls(tmp_path).values()) == {1}
     # a cell of round 3 (st, seed 4) lost, as if the sweep were killed while it ran: the rerun
     # replays looks 1-2 from the files, reruns that cell only, and ends where it ended
