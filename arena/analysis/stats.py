@@ -94,7 +94,7 @@ def stratified_bootstrap_ci(
     return _percentile_ci(samples, _mean_of_task_means, n_resamples=n_resamples, seed=seed, confidence=confidence)
 
 
-def paired_differences(method_by_seed: dict[int, float], baseline_by_seed: dict[int, float]) -> dict[int, float]:
+def paired_differences_by_seed(method_by_seed: dict[int, float], baseline_by_seed: dict[int, float]) -> dict[int, float]:
     """seed -> d_s = x_s - y_s, for every seed s that both have a finite score for (seed order).
 
     The same seed means the same BC start and the same eval rooms, so d_s removes what the two
@@ -103,6 +103,11 @@ def paired_differences(method_by_seed: dict[int, float], baseline_by_seed: dict[
     seeds = sorted(s for s in set(method_by_seed) & set(baseline_by_seed)
                    if np.isfinite(method_by_seed[s]) and np.isfinite(baseline_by_seed[s]))
     return {s: float(method_by_seed[s] - baseline_by_seed[s]) for s in seeds}
+
+
+def paired_differences(method_by_seed: dict[int, float], baseline_by_seed: dict[int, float]) -> np.ndarray:
+    """The d_s of paired_differences_by_seed as an array, in seed order."""
+    return np.array(list(paired_differences_by_seed(method_by_seed, baseline_by_seed).values()), dtype=float)  # [n_pairs]
 
 
 def iqm_ci(scores_by_task: Sequence[Sequence[float]], *, n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,

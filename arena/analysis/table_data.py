@@ -104,9 +104,10 @@ def _mean_ci(samples: dict[str, np.ndarray], ci_fn=stats.stratified_bootstrap_ci
 
 
 def _column_diffs(pairs_by_env: dict[str, dict[int, float]], env: str) -> tuple[Optional[list[float]], str]:
-    """(the d_s of one table column, missing): one env's d_s (stats.paired_differences), or on the Avg row
-    d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. `missing` names the envs that lack
-    a pair: an env without one gives [], an Avg row the missing-data rule leaves out gives None."""
+    """(the d_s of one table column, missing): one env's d_s (stats.paired_differences_by_seed), or
+    on the Avg row d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. `missing` names the
+    envs that lack a pair: an env without one gives [], an Avg row the missing-data rule leaves out
+    gives None."""
     if env != AVG:
         return list(pairs_by_env[env].values()), "" if pairs_by_env[env] else env
     missing = ", ".join(e for e, d in pairs_by_env.items() if not d)
@@ -173,9 +174,10 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
     start_by_seed = {k: _by_seed(c, "initial_eval_success") for k, c in groups.items()}
     base_final = {e: final_by_seed.get((base, e), {}) for e in envs}
     order = arm_order(runs, manifest)
-    gains = {arm: {e: stats.paired_differences(final_by_seed.get((arm, e), {}), start_by_seed.get((arm, e), {})) for e in envs}
+    pairs = stats.paired_differences_by_seed
+    gains = {arm: {e: pairs(final_by_seed.get((arm, e), {}), start_by_seed.get((arm, e), {})) for e in envs}
              for _, arm in order}  # arm -> env -> seed -> final_s - start_s
-    diffs = {arm: {e: stats.paired_differences(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
+    diffs = {arm: {e: pairs(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
              for _, arm in order if base is not None and arm != base}  # arm -> env -> seed -> arm_s - base_s
     gain_cmp = compare_columns(gains, envs + [AVG], min_effect=min_effect, alpha=alpha)
     diff_cmp = compare_columns(diffs, envs + [AVG], min_effect=min_effect, alpha=alpha)

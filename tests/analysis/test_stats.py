@@ -64,12 +64,13 @@ def test_probability_of_improvement_by_hand():
 def test_paired_comparison_by_hand():
     # the same seeds 0, 1, 2: arm [41, 51, 61] vs baseline [40, 50, 60] -> d = [1, 1, 1]
     arm, base = {0: 41.0, 1: 51.0, 2: 61.0}, {0: 40.0, 1: 50.0, 2: 60.0}
-    assert stats.paired_differences(arm, base) == {0: 1.0, 1: 1.0, 2: 1.0}
+    assert stats.paired_differences_by_seed(arm, base) == {0: 1.0, 1: 1.0, 2: 1.0}
+    assert list(stats.paired_differences(arm, base)) == [1.0, 1.0, 1.0]
     # unpaired, the same data look like noise: 41 beats 1 of [40, 50, 60], 51 beats 2, 61 beats 3
     # -> P = 6/9; and the unpaired CIs of the two means ([41, 61] and [40, 60]) overlap
     assert stats.probability_of_improvement({"t": [41, 51, 61]}, {"t": [40, 50, 60]}) == pytest.approx(6 / 9, rel=1e-15)
     # only seeds both have, and finite: seed 3 (baseline lacks it) and seed 1 (NaN) drop out
-    d = stats.paired_differences({0: 5.0, 1: float("nan"), 2: 9.0, 3: 1.0}, {0: 2.0, 1: 1.0, 2: 10.0})
+    d = stats.paired_differences_by_seed({0: 5.0, 1: float("nan"), 2: 9.0, 3: 1.0}, {0: 2.0, 1: 1.0, 2: 10.0})
     assert d == {0: 3.0, 2: -1.0}
 
 
