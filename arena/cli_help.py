@@ -55,7 +55,7 @@ def _search_sections() -> list[tuple[str, list[KeyDoc]]]:
     method = _methods_key()[0]
     return [("Search keys", [KeyDoc("method", None, method.doc.replace("one preset (default: all)", "the preset"
                                                                         " to search (required)"))]
-             + _sweep_keys(leave_out=("dimension", "grid", "max_seeds", "min_effect"))), *_run_sections()]
+             + _sweep_keys(leave_out=("dimension", "grid"))), *_run_sections()]
 
 
 def _envs_sections() -> list[tuple[str, list[KeyDoc]]]:
