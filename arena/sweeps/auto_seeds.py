@@ -13,8 +13,8 @@ The procedure
             seed stays the unit). An arm is unresolved while one of its comparisons is
             "underpowered";
   round r+1 each unresolved arm below max_seeds gets the next seed (its seeds stay 0 .. n-1);
-            the baseline gets one whenever any arm compared with it does (a paired difference
-            needs both runs of a seed), and for its own unresolved gain;
+            the baseline gets one whenever an arm with as many seeds as it gets one (a paired
+            difference needs both runs of a seed), and for its own unresolved gain (grow_mask);
   stop      when no arm gets a seed: each arm is resolved or at max_seeds.
 
 Error control under any stopping rule (a union bound, needing no independence): one
@@ -75,7 +75,7 @@ def parse_auto(seeds: Any, max_seeds: Any, min_effect: Any) -> Optional[AutoSeed
     if seeds != "auto":
         extra = [k for k, v in (("max_seeds", max_seeds), ("min_effect", min_effect)) if v is not None]
         if extra:
-            raise ValueError(f"{' and '.join(extra)} apply only with seeds=auto; valid: seeds=auto "
+            raise ValueError(f"{' and '.join(extra)} appl{'y' if len(extra) > 1 else 'ies'} only with seeds=auto; valid: seeds=auto "
                              f"{' '.join(f'{k}=...' for k in extra)}, or a fixed seeds=N / seeds=[...] without them")
         return None
     from arena.analysis.verdicts import MIN_EFFECT

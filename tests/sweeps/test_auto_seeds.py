@@ -40,8 +40,8 @@ def test_parse_auto_defaults_and_bad_values():
     assert (two.first, two.looks, two.alpha, two.min_effect) == (2, 1, 0.05, 3.0)
     for seeds, max_seeds, min_effect, words in [("auto", 1, None, "integer >= 2"), ("auto", "x", None, ">= 2"),
                                                 ("auto", True, None, ">= 2"), ("auto", 5, 0, "> 0"),
-                                                ("auto", 5, "big", "> 0"), (3, 5, None, "only with seeds=auto"),
-                                                ([0, 1], None, 2.0, "only with seeds=auto")]:
+                                                ("auto", 5, "big", "> 0"), (3, 5, None, "max_seeds applies only with seeds=auto"),
+                                                ([0, 1], 6, 2.0, "max_seeds and min_effect apply only with seeds=auto")]:
         with pytest.raises(ValueError, match="valid"):
             try:
                 parse_auto(seeds, max_seeds, min_effect)

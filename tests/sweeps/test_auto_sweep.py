@@ -126,7 +126,7 @@ def test_a_failed_round_stops_and_the_rerun_goes_on(auto_env, tmp_path, monkeypa
     (["seeds=auto", "max_seeds=1"], "max_seeds=1: valid: an integer >= 2"),
     (["seeds=auto", "max_seeds=many"], "valid: an integer >= 2"),
     (["seeds=auto", "min_effect=-1"], "valid: a number of points > 0"),
-    (["seeds=3", "max_seeds=6"], "max_seeds apply only with seeds=auto"),
+    (["seeds=3", "max_seeds=6"], "max_seeds applies only with seeds=auto"),
     (["seeds=automatic"], "or auto"),
     (["seeds=auto", "search.enabled=true"], "seeds=auto and search.enabled=true do not go together"),
 ])
