@@ -17,7 +17,9 @@
 Cells live at `<results_dir>/sweeps/<name>/cells/<cell_id>/` (a RunFolder). The search's
 choice for an arm on an environment: `<results_dir>/sweeps/<name>/search/<arm>/<env>/chosen.json`
 (any JSON object; its `hp` key if present, else its `overrides` key (what the sweep's search writes),
-else the whole object). Optional keys `envs` and `seeds` list the sweep's envs and seeds in order.
+else the whole object). Optional keys `envs` and `seeds` list the sweep's envs and seeds in order;
+a `seeds=auto` sweep adds `auto_seeds` (its settings and each arm's seeds and reason;
+arena/sweeps/auto_sweep.py).
 """
 from __future__ import annotations
 
@@ -46,3 +48,23 @@ def chosen_hp(results_dir: str | Path, name: str, arm: str, env: str) -> Optiona
         if isinstance(chosen, dict) and isinstance(chosen.get(key), dict):
             return chosen[key]
     return chosen
+
+
+def auto_seeds_section(manifest: dict[str, Any]) -> str:
+    """The report's "Seeds (seeds=auto)" section: how many seeds each arm got and why, and the
+    per-look level its verdicts are judged at; "" for a sweep with fixed seeds."""
+    record = manifest.get("auto_seeds")
+    if not isinstance(record, dict) or not isinstance(record.get("arms"), dict):
+        return ""
+    lines = ["## Seeds (seeds=auto)", "",
+             f"{record.get('first_seeds')} seeds per arm first, then one more per round to each arm with an "
+             f"underpowered comparison, up to max_seeds={record.get('max_seeds')}; the baseline "
+             f"({record.get('baseline')}) runs every seed an arm compared with it runs. Up to {record.get('looks')} "
+             f"looks, so every verdict of this sweep holds at alpha = 0.05 / {record.get('looks')} = "
+             f"{record.get('alpha', float('nan')):.4g} per look (Bonferroni over the looks: the false-verdict rate "
+             f"stays <= 0.05 whatever the stopping; docs/design.md, Sweep: seeds=auto); min_effect "
+             f"{record.get('min_effect')} points.", ""]
+    for arm, row in record["arms"].items():
+        verdicts = ", ".join(f"{fam} {v}" for fam, v in (row.get("verdicts") or {}).items())
+        lines.append(f"- {arm}: {row.get('seeds')} seeds, {row.get('reason')}" + (f" ({verdicts})" if verdicts else ""))
+    return "\n".join(lines) + "\n"

@@ -26,8 +26,9 @@ from arena.evaluation.table import write_eval_table
 from arena.runs.atomic import atomic_write_text
 
 from .frames import runs_frame, tidy_frame
-from .manifest import chosen_hp, load_manifest, sweep_dir
+from .manifest import auto_seeds_section, chosen_hp, load_manifest, sweep_dir
 from .table_data import build_table
+from . import verdicts
 from .verdicts import MIN_EFFECT
 from .tables import render_csv, render_latex, render_markdown
 
@@ -54,21 +55,32 @@ def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optiona
     if baseline is not None and baseline not in arms:
         raise ValueError(f"baseline={baseline!r} is not an arm of sweep {name!r}; valid values: {', '.join(arms)}")
     chosen = {(a, e): chosen_hp(results_dir, name, a, e) for a, e in runs[["arm", "env"]].drop_duplicates().itertuples(index=False)}
-    cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline, min_effect=min_effect)
+    # a seeds=auto sweep is judged at its per-look level and its min_effect (the manifest's
+    # auto_seeds record), which its rounds were decided on (docs/design.md, Sweep: seeds=auto)
+    auto = manifest.get("auto_seeds") if isinstance(manifest.get("auto_seeds"), dict) else {}
+    alpha = float(auto.get("alpha", verdicts.ALPHA))
+    min_effect = float(auto.get("min_effect", min_effect)) if min_effect == MIN_EFFECT else min_effect
+    cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline, min_effect=min_effect, alpha=alpha)
     return manifest, runs, cells, arm_rows
 
 
 def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False,
                         baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> str:
     """The markdown table text (what table.md holds), for the sweep CLI to print."""
-    _, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline,
-                               min_effect=min_effect)
-    return render_markdown(cells, arms, name=name)
+    manifest, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline,
+                                      min_effect=min_effect)
+    return _with_seeds(render_markdown(cells, arms, name=name), manifest)
 
 
-def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str) -> str:
+def _with_seeds(markdown: str, manifest: dict) -> str:
+    """The markdown, with a seeds=auto sweep's seeds per arm and why (manifest.auto_seeds_section)."""
+    section = auto_seeds_section(manifest)
+    return markdown if not section else markdown.rstrip("\n") + "\n\n" + section
+
+
+def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str, manifest: Optional[dict] = None) -> str:
     """table.md, table.tex and table.csv under `out`; returns the markdown."""
-    markdown = render_markdown(cells, arms, name=name)
+    markdown = _with_seeds(render_markdown(cells, arms, name=name), manifest or {})
     atomic_write_text(out / "table.md", markdown)
     atomic_write_text(out / "table.tex", render_latex(cells, arms, name=name))
     atomic_write_text(out / "table.csv", render_csv(cells, arms))
@@ -84,7 +96,7 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
                                          min_effect=min_effect)
     out = sweep_dir(results_dir, name) / "report"
-    markdown = write_tables(cells, arms, out, name=name)
+    markdown = write_tables(cells, arms, out, name=name, manifest=manifest)
     if figures:
         write_figures(tidy_frame(results_dir, name, runs=runs), runs, out / "figures", arm_order=list(cells["arm"].unique()),
                       baseline=cells["baseline"].iloc[0] or None)

@@ -118,7 +118,7 @@ def _column_diffs(pairs_by_env: dict[str, dict[int, float]], env: str) -> tuple[
 
 
 def compare_columns(pairs: dict[str, dict[str, dict[int, float]]], columns: list[str], *,
-                    min_effect: float) -> dict[tuple[str, str], tuple[Optional[verdicts.Comparison], str]]:
+                    min_effect: float, alpha: float = verdicts.ALPHA) -> dict[tuple[str, str], tuple[Optional[verdicts.Comparison], str]]:
     """(arm, column) -> (Comparison or None, missing): one family per column over the arms given
     (pairs: arm -> env -> seed -> d_s); an arm with no pair in the column is not compared."""
     out = {}
@@ -128,7 +128,7 @@ def compare_columns(pairs: dict[str, dict[str, dict[int, float]]], columns: list
             d, missing[arm] = _column_diffs(by_env, env)
             if d:
                 family[arm] = d
-        results = verdicts.compare_family(family, min_effect=min_effect)
+        results = verdicts.compare_family(family, min_effect=min_effect, alpha=alpha)
         out.update({(arm, env): (results.get(arm), missing[arm]) for arm in pairs})
     return out
 
@@ -160,10 +160,12 @@ def _cell_row(arm: str, env: str, cell: pd.DataFrame, final: dict[str, np.ndarra
 
 
 def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple[str, str], Any], *,
-                baseline: Optional[str] = None, min_effect: float = verdicts.MIN_EFFECT) -> tuple[pd.DataFrame, pd.DataFrame]:
+                baseline: Optional[str] = None, min_effect: float = verdicts.MIN_EFFECT,
+                alpha: float = verdicts.ALPHA) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, arms): cells has one row per (arm, env) plus (arm, Avg); arms one row per arm.
     `baseline` is the arm every other arm is compared to (default: baseline_arm(manifest));
-    `min_effect` (points) is the difference a "no difference" verdict must rule out."""
+    `min_effect` (points) is the difference a "no difference" verdict must rule out; `alpha` the
+    family-wise level (a seeds=auto sweep's per-look level: docs/design.md, Sweep: seeds=auto)."""
     envs = env_order(runs, manifest)
     base = baseline or baseline_arm(manifest)
     groups = {key: cell for key, cell in runs.groupby(["arm", "env"], sort=False)}
@@ -177,8 +179,8 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
              for _, arm in order}  # arm -> env -> seed -> final_s - start_s
     diffs = {arm: {e: pairs(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
              for _, arm in order if base is not None and arm != base}  # arm -> env -> seed -> arm_s - base_s
-    gain_cmp = compare_columns(gains, envs + [AVG], min_effect=min_effect)
-    diff_cmp = compare_columns(diffs, envs + [AVG], min_effect=min_effect)
+    gain_cmp = compare_columns(gains, envs + [AVG], min_effect=min_effect, alpha=alpha)
+    diff_cmp = compare_columns(diffs, envs + [AVG], min_effect=min_effect, alpha=alpha)
     cell_rows, arm_rows = [], []
     for group, arm in order:
         method = runs.loc[runs["arm"] == arm, "method"].iloc[0]

@@ -166,6 +166,6 @@ class RunConfig:
     name: Optional[str] = None  # the sweep's name (a folder under results_dir/sweeps)
     arm: Optional[str] = None  # set by the sweep; excluded from the cell id
     dimension: Optional[str] = None  # sweep only: the grid (arena/sweeps/grids/<dimension>.yaml)
-    seeds: Any = 3  # sweep only: a count (3 = seeds 0-2) or a list ([0,5,9])
+    seeds: Any = 3  # sweep only: a count (3 = seeds 0-2), a list ([0,5,9]) or auto (rounds up to max_seeds)
     launcher: str = "local"  # sweep only: configs/launcher/<name>.yaml (local | debug | slurm ...)
     fail_fast: bool = False  # sweep only: stop launching after the first failed cell

@@ -10,8 +10,9 @@
          "role": "report" | "search",        # the report reads only role == "report"
          "method": "gspo",                   # the preset
          "overrides": {"ppo_num_mini_batches": 4}}   # the arm's overrides on top of the preset
-      ]
-    }
+      ],
+      "auto_seeds": {...}                    # seeds=auto only: settings, alpha, each arm's seeds
+    }                                        # and reason (arena/sweeps/auto_sweep.py)
 """
 from __future__ import annotations
 

@@ -102,6 +102,16 @@ def run_status(history: Sequence[dict], reason: Optional[str], *, min_format_val
     return "no_format" if ratios and max(ratios) < min_format_valid else "done"
 
 
+SMOKE_NOTE = (" (expected at budget=smoke: a few steps on a tiny batch train nothing, so the collapse and format "
+              "flags mean nothing at this size)")
+
+
+def smoke_note(budget, status: str = "collapsed") -> str:
+    """What a `collapsed` or `no_format` line adds at budget=smoke, where those flags are expected
+    and meaningless; "" otherwise."""
+    return SMOKE_NOTE if budget == "smoke" and status in ("collapsed", "no_format") else ""
+
+
 def _real_rise(s0: float, best: float, n: int) -> bool:
     """best - s0 >= 2 SE, SE = sqrt(s0(1-s0)/n + best(1-best)/n), and best > s0."""
     se = math.sqrt(s0 * (1 - s0) / n + best * (1 - best) / n)

@@ -17,6 +17,11 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
 
     failed = sorted(cid for cid, state in outcome.items() if state != "done")
     print_summary(plan.sweep_dir.parent.parent, plan.name, log=log)
+    if plan.auto is not None:
+        from .auto_sweep import summary_lines
+
+        for line in summary_lines(plan):
+            log(line)
     if failed:
         log(f"[sweep] {len(failed)} cell(s) not done: " + ", ".join(
             f"{cid} ({outcome[cid]}; see {plan.sweep_dir / 'cells' / cid / 'error.txt'})" for cid in failed))
@@ -27,7 +32,8 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
 
 def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: Optional[Callable] = None,
                log: Callable = print, arms: Optional[list] = None) -> int:
-    """`arena sweep dimension=NAME [env=...] [seeds=...] [launcher=...] [fail_fast=true] [dry_run=true] key=value...`
+    """`arena sweep dimension=NAME [env=...] [seeds=N|[...]|auto [max_seeds=N] [min_effect=P]] [launcher=...]
+    [fail_fast=true] [dry_run=true] key=value...`
     (`--dry-run` is dry_run=true: print the plan, write and launch nothing)."""
     from .sweep import build_plan, execute
 
@@ -45,8 +51,13 @@ def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: O
 
         print_plan(plan, options, log=log)
         return EXIT_OK
-    log(f"[sweep] {plan.name}: {len(plan.cells)} cells ({len(plan.arms)} arms x {len(plan.envs)} envs x "
-        f"{len(plan.seeds)} seeds) -> {plan.sweep_dir}")
+    if plan.auto is None:
+        log(f"[sweep] {plan.name}: {len(plan.cells)} cells ({len(plan.arms)} arms x {len(plan.envs)} envs x "
+            f"{len(plan.seeds)} seeds) -> {plan.sweep_dir}")
+    else:
+        log(f"[sweep] {plan.name}: seeds=auto, {len(plan.cells)} cells so far ({len(plan.arms)} arms x "
+            f"{len(plan.envs)} envs, {plan.auto.first} seeds first, then one per round to the unresolved arms, "
+            f"at most {plan.auto.max_seeds}: {len(plan.worst_case)} cells) -> {plan.sweep_dir}")
     from .driver_lock import SweepBusy
 
     try:

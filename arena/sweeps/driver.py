@@ -12,8 +12,11 @@ How a unit of work is submitted is the `Units` strategy's:
 """
 from __future__ import annotations
 
+import json
 import time
-from typing import Callable, Protocol
+from typing import Callable, Optional, Protocol
+
+from arena.runs.layout import METRICS_FILE
 
 from .ledger import BUSY, DONE, FAILED, cell_state, settle_waiting
 from .plan import Cell
@@ -45,6 +48,30 @@ class Units(Protocol):
         """Seconds to sleep before the next pass (`waiting`: the loop waits on busy cells)."""
 
 
+def cell_progress(cell: Cell) -> Optional[tuple[float, float]]:
+    """(seconds left, seconds the whole cell takes) of a started cell, from its metrics.jsonl:
+        step_s = mean perf/step_seconds of its rows with step > 0 (rollout, update, its evals)
+        left   = (steps - last logged step) * step_s,   whole = steps * step_s
+    None before its first training step is logged (or without a readable file). A row being
+    written (a torn last line) is skipped."""
+    try:
+        lines = (cell.out / METRICS_FILE).read_text().splitlines()
+    except OSError:
+        return None
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+            rows.append((int(row["step"]), row.get("perf/step_seconds")))
+        except (ValueError, TypeError, KeyError):
+            continue
+    timed = [float(sec) for step, sec in rows if step > 0 and isinstance(sec, (int, float))]
+    if not timed:
+        return None
+    step_s, steps = sum(timed) / len(timed), int(cell.cfg.steps)
+    return max(0, steps - max(step for step, _ in rows)) * step_s, steps * step_s
+
+
 class Progress:
     def __init__(self, total: int, parallel: int, every_s: float, log: Callable):
         self.total, self.parallel, self.every_s, self.log = total, parallel, every_s, log
@@ -52,20 +79,32 @@ class Progress:
         self.last = 0.0
         self.durations: list[float] = []
 
-    def report(self, done: int, running: int, failed: int, *, force: bool = False) -> None:
+    def eta(self, pending: list[Cell]) -> Optional[float]:
+        """Seconds left for the cells not resolved, or None when nothing is timed yet:
+            per_cell = mean time of the finished cells, else the mean whole-cell time of the started ones
+            ETA      = max(longest left of a started cell,
+                           (sum of the started cells' left + cells not started x per_cell) / parallel)
+        It moves with the running cells' steps (cell_progress), before any cell finished and between
+        two that finish."""
+        started = [p for p in map(cell_progress, pending) if p is not None]
+        waiting = len(pending) - len(started)
+        per_cell = (sum(self.durations) / len(self.durations) if self.durations else
+                    sum(whole for _, whole in started) / len(started) if started else None)
+        if per_cell is None:
+            return None if pending else 0.0
+        left = [remaining for remaining, _ in started]
+        return max(max(left, default=0.0), (sum(left) + waiting * per_cell) / max(1, self.parallel))
+
+    def report(self, done: int, running: int, failed: int, *, force: bool = False,
+               pending: Optional[list[Cell]] = None) -> None:
         now = time.time()
         if not force and now - self.last < self.every_s:
             return
         self.last = now
         remaining = self.total - done - failed
-        if self.durations and remaining:
-            # ETA = mean cell time * ceil(remaining / parallel)
-            per_cell = sum(self.durations) / len(self.durations)
-            eta = f"{per_cell * -(-remaining // max(1, self.parallel)):.0f}s"
-        else:
-            eta = "-" if remaining else "0s"
+        eta = self.eta(pending or []) if remaining else 0.0
         self.log(f"[sweep] {done}/{self.total} done, {running} running, {failed} failed, "
-                 f"elapsed {now - self.started:.0f}s, ETA {eta}")
+                 f"elapsed {now - self.started:.0f}s, ETA {'-' if eta is None else f'{eta:.0f}s'}")
 
 
 def drive(cells: list[Cell], units: Units, *, fail_fast: bool, progress: Progress,
@@ -93,7 +132,8 @@ def drive(cells: list[Cell], units: Units, *, fail_fast: bool, progress: Progres
             for cell in cells:
                 outcome.setdefault(cell.cell_id, CANCELLED)
             break
-        progress.report(count(DONE), units.in_flight() + len(waiting), count(FAILED))
+        progress.report(count(DONE), units.in_flight() + len(waiting), count(FAILED),
+                        pending=[c for c in cells if c.cell_id not in outcome])
         if len(outcome) < len(cells):
             time.sleep(units.pause(bool(waiting)))
     progress.report(count(DONE), 0, count(FAILED), force=True)

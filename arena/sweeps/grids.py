@@ -99,18 +99,18 @@ def validate_arms(arms: Any, *, source: str = "grid", lines: list[int] | None = 
 def parse_seeds(value: Any) -> list[int]:
     """`3` -> [0, 1, 2]; `[0, 5, 9]` -> [0, 5, 9] (order kept; duplicates and negatives rejected)."""
     if isinstance(value, bool):
-        raise ValueError(f"seeds must be a count N (seeds 0..N-1) or a list like [0,5,9]; got {value!r}")
+        raise ValueError(f"seeds must be a count N (seeds 0..N-1), a list like [0,5,9], or auto; got {value!r}")
     if isinstance(value, int):
         if value < 1:
-            raise ValueError(f"seeds=N needs N >= 1; got {value}")
+            raise ValueError(f"seeds=N needs N >= 1; got {value}; valid: a count N >= 1, a list like [0,5,9], or auto")
         return list(range(value))
     if isinstance(value, (list, tuple)) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                           for s in value):
         if len(set(value)) != len(value):
             raise ValueError(f"seeds has duplicates: {list(value)}")
         return list(value)
-    raise ValueError(f"seeds must be a count N >= 1 (seeds 0..N-1) or a list of integers >= 0 like [0,5,9]; "
-                     f"got {value!r}")
+    raise ValueError(f"seeds must be a count N >= 1 (seeds 0..N-1), a list of integers >= 0 like [0,5,9], or auto "
+                     f"(seeds in rounds, with max_seeds=N); got {value!r}")
 
 
 def parse_envs(value: Any) -> list[str]:

@@ -56,6 +56,9 @@ class SweepPlan:
     cells: list[Cell] = field(default_factory=list)
     arm_sources: list[str] = field(default_factory=list)  # "<grid file>:<line>" of each arm, when from a file
     superseded: list[str] = field(default_factory=list)  # finished cells of another config this plan replaces (sweep.finished_cells_not_planned)
+    auto: Optional[Any] = None  # seeds=auto settings (auto_seeds.AutoSeeds); None for fixed seeds
+    worst_case: list[Cell] = field(default_factory=list)  # seeds=auto: every arm at max_seeds (auto_sweep.py)
+    extra: dict[str, Any] = field(default_factory=dict)  # more manifest keys (seeds=auto: "auto_seeds")
 
     @property
     def manifest_file(self) -> Path:
@@ -64,7 +67,7 @@ class SweepPlan:
     def write_manifest(self) -> None:
         atomic_write_json(self.manifest_file, {
             "name": self.name, "dimension": self.dimension, "grid": [a["name"] for a in self.arms],
-            "envs": self.envs, "seeds": self.seeds, "cells": [c.manifest_row() for c in self.cells],
+            "envs": self.envs, "seeds": self.seeds, "cells": [c.manifest_row() for c in self.cells], **self.extra,
         })
 
 
@@ -120,8 +123,9 @@ def first_use_notices(cells: list[Cell]) -> list[str]:
     return notices
 
 
-def expand(plan: SweepPlan) -> list[Cell]:
-    """Every (arm, env, seed) report cell, in grid order; validation errors raise ValueError."""
+def expand(plan: SweepPlan, seeds_of: Optional[dict[str, list[int]]] = None) -> list[Cell]:
+    """Every (arm, env, seed) report cell, in grid order; validation errors raise ValueError.
+    `seeds_of` (arm -> seeds; seeds=auto) replaces plan.seeds arm by arm."""
     cells = []
     for env in plan.envs:  # the run overrides on their own, so a bad one is named even if an arm overrides it
         base_config(plan.common, {}, env)
@@ -133,7 +137,7 @@ def expand(plan: SweepPlan) -> list[Cell]:
             except ValueError as exc:  # name the arm, and where the grid file defines it
                 where = plan.arm_sources[i] if i < len(plan.arms) and i < len(plan.arm_sources) else "grid"
                 raise ValueError(f"{where}: arm {arm['name']!r}: {exc}") from exc
-            for seed in plan.seeds:
+            for seed in plan.seeds if seeds_of is None else seeds_of[arm["name"]]:
                 cells.append(make_cell(base, arm=arm["name"], env=env, seed=seed, role=REPORT, overrides=overrides,
                                        sweep_dir=plan.sweep_dir, name=plan.name))
     ids = [c.cell_id for c in cells]

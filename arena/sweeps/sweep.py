@@ -9,6 +9,7 @@ from typing import Callable, Optional
 
 import yaml
 
+from .auto_seeds import parse_auto
 from .grids import available_dimensions, load_grid_located, parse_envs, parse_seeds
 from .plan import SweepPlan, expand, first_use_notices
 
@@ -21,7 +22,9 @@ SWEEP_KEYS = {
     "grid": None,  # a grid file of your own instead of dimension=
     "env": RUN_ENV_DEFAULT,  # the environments, one or a list: env=[sokoban,household]
     "envs": None,  # another spelling of env=[...] (give one of the two)
-    "seeds": 3,  # a count (3 = seeds 0-2) or a list ([0,5,9])
+    "seeds": 3,  # a count (3 = seeds 0-2), a list ([0,5,9]), or auto: seeds in rounds until each comparison is resolved (max_seeds)
+    "max_seeds": None,  # with seeds=auto: seeds per arm at most, an integer >= 2 (default 10); 3 first, then one per round to unresolved arms
+    "min_effect": None,  # with seeds=auto: the difference in points a "no difference" must rule out (default 5)
     "launcher": "local",  # configs/launcher/<name>.yaml: local | debug | slurm | ...
     "fail_fast": False,  # stop launching cells after the first failed one
     "name": None,  # the sweep's folder under results_dir/sweeps; default <dimension>-<budget>
@@ -123,14 +126,24 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     options = _options(sweep, launcher)
     results_dir = _results_dir(run)
     run = [a for a in run if not a.startswith("results_dir=")] + [f"results_dir={results_dir}"]
+    auto = parse_auto(sweep.get("seeds", 3), sweep.get("max_seeds"), sweep.get("min_effect"))
     plan = SweepPlan(name="", dimension=dimension, sweep_dir=results_dir, arms=arms,
-                     envs=parse_envs(sweep.get("env", RUN_ENV_DEFAULT)), seeds=parse_seeds(sweep.get("seeds", 3)),
+                     envs=parse_envs(sweep.get("env", RUN_ENV_DEFAULT)),
+                     seeds=parse_seeds(sweep.get("seeds", 3)) if auto is None else list(range(auto.first)),
                      common=run, arm_sources=sources)
     # the name is a folder under results_dir: a safe name (no "..", no "/") or exit 2
     name = check_name("name", sweep.get("name") or f"{dimension}-{_budget(run)}")
     plan.name, plan.sweep_dir = name, sweep_dir(results_dir, name)
     plan.cells = expand(plan)  # validates every cell via load_config
-    hidden, plan.superseded = finished_cells_not_planned(plan)
+    if auto is not None:
+        if plan.cells[0].cfg.search.enabled:
+            raise ValueError("seeds=auto and search.enabled=true do not go together (the search picks each arm's "
+                             "config first); valid: a fixed seeds=N with the search, or seeds=auto without it")
+        from .auto_sweep import prepare
+
+        prepare(plan, auto)  # the cells of the rounds the results on disk have reached
+    # seeds=auto: a finished cell of a later round waits for its round (a lost earlier cell reruns first)
+    hidden, plan.superseded = finished_cells_not_planned(plan, plan.worst_case if auto is not None else None)
     if hidden:
         raise ValueError(f"sweep {name!r} already holds {len(hidden)} finished run(s) that this command would leave out "
                          f"of its manifest, and so out of its report: {', '.join(hidden[:6])}"
@@ -143,9 +156,9 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     return plan, options
 
 
-def finished_cells_not_planned(plan: SweepPlan) -> tuple[list[str], list[str]]:
-    """The finished report cells of the sweep's manifest on disk that `plan` does not plan:
-    (left_out, superseded).
+def finished_cells_not_planned(plan: SweepPlan, cells: Optional[list] = None) -> tuple[list[str], list[str]]:
+    """The finished report cells of the sweep's manifest on disk that `plan` (or `cells`, when
+    given: seeds=auto's worst case) does not plan: (left_out, superseded).
     left_out:   "arm/env/seed" that `plan` has no report cell for (a smaller or another grid,
                 fewer seeds or envs, under the same name): rewriting the manifest would hide them
                 from the report and from `arena status`.
@@ -156,7 +169,8 @@ def finished_cells_not_planned(plan: SweepPlan) -> tuple[list[str], list[str]]:
     from arena.runs.folder import RunFolder
     from arena.runs.manifest import report_cells_on_disk, report_key
 
-    planned = {report_key(c.manifest_row()): c.cell_id for c in plan.cells if c.role == "report"}
+    planned = {report_key(c.manifest_row()): c.cell_id for c in (plan.cells if cells is None else cells)
+               if c.role == "report"}
     left_out, superseded = [], []
     for row in report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name) or []:
         key, cid = report_key(row), str(row["cell_id"])
@@ -234,14 +248,24 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     parallel = options.parallel
     for notice in first_use_notices(plan.cells):  # e.g. household's large pool, generated inside a job
         log(f"[sweep] {notice}")
-    bc_cfgs = bc_configs(plan.cells)
-    if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
-        log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
-            f"(job logs: {plan.sweep_dir / 'jobs'})")
-    bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
-                           wait=kind != "slurm", log=log, parallel=parallel)
-    if kind == "slurm" and bc_jobs:
-        start_after(executor, [j.job_id for j in bc_jobs])
+    staged: set[str] = set()
+
+    def bc_stage(cells) -> None:
+        """The BC checkpoints `cells` need that no earlier stage of this command trained or found
+        (seeds=auto's later rounds bring new seeds, and so new checkpoints)."""
+        from arena.backends.embedded.bc_key import bc_hash
+
+        bc_cfgs = [c for c in bc_configs(cells) if bc_hash(c) not in staged]
+        staged.update(bc_hash(c) for c in bc_cfgs)
+        if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
+            log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
+                f"(job logs: {plan.sweep_dir / 'jobs'})")
+        bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
+                               wait=kind != "slurm", log=log, parallel=parallel)
+        if kind == "slurm" and bc_jobs:
+            start_after(executor, [j.job_id for j in bc_jobs])
+
+    bc_stage(plan.cells)
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
     pool_dir = plan.sweep_dir / "jobs" / "pool" if kind == "local" else None
     run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731
@@ -251,4 +275,8 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
         from .search import search_then_report
 
         return search_then_report(plan, run, log=log)
+    if plan.auto is not None:
+        from .auto_sweep import run_rounds
+
+        return run_rounds(plan, run, log=log, bc_stage=bc_stage)
     return run(plan.cells)

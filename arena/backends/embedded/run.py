@@ -11,6 +11,7 @@ from arena.backends import check_trainable
 from arena.config import cell_id
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir
+from arena.runs.stability import smoke_note
 from arena.cli_errors import EXIT_FAILED, EXIT_OK
 from arena.runs.wandb_log import init_wandb
 
@@ -43,5 +44,6 @@ def run_training(cfg, log=print) -> int:
     finally:
         if wb is not None:
             wb.finish()
-    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}")
+    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}"
+        f"{smoke_note(cfg.get('budget'), summary['status'])}")
     return EXIT_OK

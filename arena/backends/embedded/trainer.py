@@ -31,7 +31,7 @@ from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason, run_status
 from arena.runs.summary import build_summary, paired_gain_se
-from arena.runs.stability import eval_steps
+from arena.runs.stability import eval_steps, smoke_note
 
 from arena.lm.checkpoint import load_state, save_state
 from arena.lm.evaluate import evaluate
@@ -187,7 +187,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
         reason = (collapse_reason(history, cfg.steps, n_eval=cfg.eval.n, min_format_valid=cfg.stability.min_format_valid)
                   if status == "done" else None)
         if reason is not None:
-            log(f"[train] collapsed: {reason}")
+            log(f"[train] collapsed: {reason}{smoke_note(cfg.get('budget'))}")
             status, collapse = "collapsed", reason
             if cfg.stability.stop_on_collapse:
                 break

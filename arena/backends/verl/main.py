@@ -39,6 +39,7 @@ from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
+from arena.runs.stability import smoke_note
 
 DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"  # the same name as trainer.DUMP_TURNS_ENV (imports verl)
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
@@ -231,7 +232,8 @@ def run_training(cfg, log=print) -> int:
         run.write_error(traceback.format_exc())
         log(f"[train] failed; traceback in {run.error_file}")
         return EXIT_FAILED
-    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}")
+    log(f"[train] {summary['status']}: final eval success {summary['final_eval_success']} -> {run.summary_file}"
+        f"{smoke_note(cfg.get('budget'), summary['status'])}")
     return EXIT_OK
 
 
