@@ -19,6 +19,7 @@ from arena.backends.verl.run_folder import VerlRunWriter, arena_trainer_kwargs  
 from arena.cli import main as cli_main  # noqa: E402
 from arena.config import cell_id, load_config  # noqa: E402
 from arena.runs import RunFolder  # noqa: E402
+from arena.runs.wandb_log import wandb_run_id  # noqa: E402
 
 NO_VLLM = importlib.util.find_spec("vllm") is None
 
@@ -119,7 +120,7 @@ def test_run_training_writes_config_first_then_summary_last(tmp_path, ready):
     assert t.default_local_dir == str(out / "ckpt") and t.experiment_name == "grpo-sokoban-s1"
     assert list(t.logger) == ["console", "wandb"] and t.resume_mode == "auto"
     env = config.ray_kwargs.ray_init.runtime_env.env_vars
-    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == cell_id(cfg)
+    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == wandb_run_id(cfg, cell_id(cfg), out)
     assert env.WANDB_RESUME == "allow" and env.ARENA_RUN_DIR == str(out)
     assert config.actor_rollout_ref.model.path == "/models/qwen"
     assert config.actor_rollout_ref.rollout.name == "vllm" and config.trainer.device == "cuda"
