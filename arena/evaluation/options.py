@@ -73,6 +73,17 @@ class EvalOptions:
         return asdict(self)
 
 
+def checkpoint_dir(model_path: str) -> Path:
+    """The HF folder `model.path` names: a run folder means its final policy, `<run>/steps/<step>`
+    a saved step (arena.runs.policy.policy_folder); BadEvalInput when the run has no such policy."""
+    from arena.runs.policy import NoPolicy, policy_folder
+
+    try:
+        return policy_folder(model_path)
+    except NoPolicy as exc:
+        raise BadEvalInput(f"model.path: {exc}") from None
+
+
 def split_args(args: dict) -> tuple[dict, dict]:
     """(eval-only options, run config overrides). `n` -> eval.n; `seed` stays a config key."""
     opts, overrides = {}, {}
