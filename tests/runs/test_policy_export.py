@@ -127,6 +127,9 @@ def test_eval_of_a_run_folder_evaluates_its_final_policy(trained_run, tmp_path):
     assert f"path: {trained_run.policy}" in config  # the eval records the folder it loaded
     assert main(["eval", f"model.path={trained_run.path}/steps/3", "env=sanity", "n=4", f"out={tmp_path / 'ev3'}"]) == 0
     assert f"path: {trained_run.step_policy(3)}" in (tmp_path / "ev3" / "config.yaml").read_text()
+    # the report rows name the run, not only "policy" or "steps/3"
+    labels = [json.loads((tmp_path / ev / "summary.json").read_text())["label"] for ev in ("ev", "ev3")]
+    assert labels == ["run/policy", "run/steps/3"]
 
 
 def test_a_kill_while_writing_leaves_no_policy_folder(tmp_path):
