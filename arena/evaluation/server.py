@@ -84,9 +84,9 @@ def serve_main(args: dict, log=print) -> int:
         if unknown:
             raise BadEvalInput(f"unknown key(s) {unknown} for 'arena serve'; valid: {', '.join(SERVE_DEFAULTS)}")
         o = {**SERVE_DEFAULTS, **args}
-        if not o["model.path"] or not Path(str(o["model.path"])).is_dir():
+        model_dir = checkpoint_dir(str(o["model.path"])) if o["model.path"] else None  # a run folder -> its policy
+        if model_dir is None or not model_dir.is_dir():
             raise BadEvalInput(f"model.path={o['model.path']!r}: expected a checkpoint folder")
-        model_dir = checkpoint_dir(str(o["model.path"]))  # a run folder -> its final policy
         port = o["port"]
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise BadEvalInput(f"port={port!r}: expected an integer in 0..65535")

@@ -116,6 +116,8 @@ def test_eval_serve_train_exit_2_on_a_run_without_a_policy(trained_run, tmp_path
         assert f"{unfinished} is a run folder with no finished policy" in err and "saved steps: 3, 4" in err, verb
     assert main(["eval", f"model.path={trained_run.path / 'steps' / '2'}", "env=sanity", f"out={tmp_path / 'ev'}"]) == 2
     assert "saved no policy at step '2'" in capsys.readouterr().err
+    assert main(["serve", f"model.path={trained_run.path / 'steps' / '2'}"]) == 2
+    assert "saved no policy at step '2'" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "ev").exists()  # nothing was started
 
 
