@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("verl")
 
 from arena.backends.verl.policy_export import (HF_SAVE_CONTENTS, RESUME_LOAD_CONTENTS, export_final,  # noqa: E402
-                                                export_step, verl_hf_folder)
+                                                export_missing_steps, export_step, verl_hf_folder)
 from arena.runs import RunFolder  # noqa: E402
 from arena.runs.policy import policy_folder, saved_steps  # noqa: E402
 
@@ -73,9 +73,13 @@ def test_verl_checkpoint_exports_as_hf_folders(tmp_path, gloo_group):
             p.add_(0.5)
     _verl_save(model, tok, run.ckpt, 3)
 
-    assert export_step(run.ckpt, run, 2) == run.step_policy(2)
-    assert export_final(run.ckpt, run) == run.policy  # exports step 3 first (not yet exported)
+    # step 2 is not exported (a kill right after verl's save); the final export catches it up.
+    # A checkpoint past the tracker's step is one a kill cut short: never exported
+    verl_hf_folder(run.ckpt, 4).mkdir(parents=True)
+    (verl_hf_folder(run.ckpt, 4) / "config.json").write_text("{}")
+    assert export_final(run.ckpt, run) == run.policy
     assert saved_steps(run.path) == [2, 3] and policy_folder(run.path) == run.policy
+    assert export_missing_steps(run.ckpt, run) == []  # nothing left to export
     # hard links to verl's files: the weights are on disk once, and outlive verl's checkpoint rotation
     for name in ("model.safetensors", "tokenizer.json"):
         verl_file = verl_hf_folder(run.ckpt, 3) / name

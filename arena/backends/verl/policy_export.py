@@ -8,7 +8,8 @@ checkpoint and `save_pretrained`s it, with the model config and the tokenizer, t
 (`RESUME_LOAD_CONTENTS`), as without it. `export_step` then hard-links that folder to
 `<run>/steps/<k>/` (arena.runs.policy.link_tree: atomic, a copy where links are not possible,
 so the folder outlives verl's checkpoint rotation), with config.json's dtype set to the stored
-weights' (`dtype_as_stored`), and `export_final` the last one to `<run>/policy/`. Importing
+weights' (`dtype_as_stored`), and `export_final` the last one to `<run>/policy/` (after any
+saved step a kill left unexported: `export_missing_steps`). Importing
 this module imports neither verl nor torch.
 """
 from __future__ import annotations
@@ -71,12 +72,27 @@ def dtype_as_stored(folder: Path) -> None:
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def export_missing_steps(ckpt_dir: Path, run: RunFolder) -> list[int]:
+    """Export every complete verl checkpoint (step <= the tracker's, still on disk) that has no
+    <run>/steps/<k>/ yet: a kill between verl's save and its export leaves one, and the resumed
+    run never saves that step again. The steps exported, ascending."""
+    last = checkpoint_step(ckpt_dir)
+    done = []
+    for folder in sorted(Path(ckpt_dir).glob("global_step_*"), key=lambda p: p.name):
+        step = folder.name.removeprefix("global_step_")
+        if not step.isdigit() or int(step) > last or (run.step_policy(int(step)) / HF_CONFIG_FILE).is_file():
+            continue
+        export_step(ckpt_dir, run, int(step))
+        done.append(int(step))
+    return sorted(done)
+
+
 def export_final(ckpt_dir: Path, run: RunFolder) -> Path:
     """<run>/policy/ from verl's last checkpoint (the run's last step: verl always saves it when
-    save_freq > 0, and arena's save_freq is >= 1), exporting that step first if it is not yet."""
+    save_freq > 0, and arena's save_freq is >= 1), after exporting the saved steps not exported
+    yet (`export_missing_steps`)."""
     step = checkpoint_step(ckpt_dir)
     if step < 0:
         raise ValueError(f"{ckpt_dir} holds no verl checkpoint ({TRACKER_FILE} is missing): no final policy to export")
-    if not (run.step_policy(step) / HF_CONFIG_FILE).is_file():
-        export_step(ckpt_dir, run, step)
+    export_missing_steps(ckpt_dir, run)
     return link_tree(run.step_policy(step), run.policy)
