@@ -98,11 +98,25 @@ def backend_of(cfg) -> Backend:
 def check_trainable(cfg) -> None:
     """BadConfig unless `cfg` can train here: its backend exists, honours every key it sets
     (backend=verl: not eval.final_window=false), and has what it needs
-    (backend=verl: verl, Ray and the engine of `rollout.name`), and the environment's optional
-    package and data are there (env=alfworld needs ALFWORLD_DATA). The CLI turns it into exit 2
-    before anything launches."""
+    (backend=verl: verl, Ray and the engine of `rollout.name`), the environment's optional
+    package and data are there (env=alfworld needs ALFWORLD_DATA), and a `model.path` naming a
+    run folder holds the policy it asks for. The CLI turns it into exit 2 before anything launches."""
     backend = backend_of(cfg)
     message = backend.config_problem(cfg) or backend.missing_message(cfg)
     if message:
         raise BadConfig(message)
     check_env_available(cfg)
+    check_model_path(cfg)
+
+
+def check_model_path(cfg) -> None:
+    """BadConfig when `model.path` is a run folder without a final policy, or a step of one that
+    was not saved (arena.runs.policy.policy_folder says which steps there are)."""
+    if not cfg.model.path:
+        return
+    from arena.runs.policy import NoPolicy, policy_folder
+
+    try:
+        policy_folder(cfg.model.path)
+    except NoPolicy as exc:
+        raise BadConfig(f"model.path: {exc}") from None

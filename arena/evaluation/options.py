@@ -73,6 +73,17 @@ class EvalOptions:
         return asdict(self)
 
 
+def checkpoint_dir(model_path: str) -> Path:
+    """The HF folder `model.path` names: a run folder means its final policy, `<run>/steps/<step>`
+    a saved step (arena.runs.policy.policy_folder); BadEvalInput when the run has no such policy."""
+    from arena.runs.policy import NoPolicy, policy_folder
+
+    try:
+        return policy_folder(model_path)
+    except NoPolicy as exc:
+        raise BadEvalInput(f"model.path: {exc}") from None
+
+
 def split_args(args: dict) -> tuple[dict, dict]:
     """(eval-only options, run config overrides). `n` -> eval.n; `seed` stays a config key."""
     opts, overrides = {}, {}
@@ -129,7 +140,11 @@ def build_options(opts: dict, cfg) -> EvalOptions:
         if o["paradigm"] != "sla":
             raise BadEvalInput(f"paradigm={o['paradigm']} needs a chat endpoint: serve the checkpoint "
                                "(arena serve model.path=...) and use policy=openai; valid for policy=checkpoint: sla")
-        label = o["label"] or "/".join(Path(cfg.model.path).resolve().parts[-2:])  # e.g. <bc hash>/model
+        from arena.runs.layout import STEPS_DIR
+
+        # e.g. <bc hash>/model, <cell_id>/policy, <cell_id>/steps/50 (a step alone would not name its run)
+        parts = Path(cfg.model.path).resolve().parts
+        label = o["label"] or "/".join(parts[-3:] if parts[-2:-1] == (STEPS_DIR,) else parts[-2:])
     if o["max_tokens_field"] not in MAX_TOKENS_FIELDS:
         raise BadEvalInput(f"unknown max_tokens_field {o['max_tokens_field']!r}; valid: {', '.join(MAX_TOKENS_FIELDS)}")
     if not isinstance(o["sampling_params"], bool):

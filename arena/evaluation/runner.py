@@ -25,7 +25,7 @@ from .debate import debate_turn, sla_turn
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 from .episodes import TurnLog, load_cached, play_chat_episode, records_from_batch, success_ci, totals, write_episode
-from .options import BadEvalInput, EvalOptions, build_options, eval_dir, eval_id, split_args
+from .options import BadEvalInput, EvalOptions, build_options, checkpoint_dir, eval_dir, eval_id, split_args
 
 
 
@@ -44,6 +44,8 @@ def prepare(args: dict):
     if size is not None and int(cfg.seed) + int(cfg.eval.n) > size:
         raise BadEvalInput(f"seed={cfg.seed} n={cfg.eval.n} asks for held-out episodes past the {size} distinct ones of "
                            f"env {cfg.env.name} (env.kwargs={to_plain(cfg.env.kwargs)}); valid: seed + n <= {size}")
+    if cfg.model.path and opts.get("policy", "checkpoint") == "checkpoint":
+        cfg.model.path = str(checkpoint_dir(str(cfg.model.path)))  # a run folder -> its final policy
     return cfg, build_options(opts, cfg)
 
 

@@ -77,14 +77,15 @@ def build_app(local, served_name: str, *, default_max_tokens: int = DEFAULT_MAX_
 
 def serve_main(args: dict, log=print) -> int:
     """`arena serve` (module docstring). Returns 2 on bad input, after printing why."""
-    from .options import SERVE_DEFAULTS, BadEvalInput
+    from .options import SERVE_DEFAULTS, BadEvalInput, checkpoint_dir
 
     try:
         unknown = sorted(set(args) - set(SERVE_DEFAULTS))
         if unknown:
             raise BadEvalInput(f"unknown key(s) {unknown} for 'arena serve'; valid: {', '.join(SERVE_DEFAULTS)}")
         o = {**SERVE_DEFAULTS, **args}
-        if not o["model.path"] or not Path(str(o["model.path"])).is_dir():
+        model_dir = checkpoint_dir(str(o["model.path"])) if o["model.path"] else None  # a run folder -> its policy
+        if model_dir is None or not model_dir.is_dir():
             raise BadEvalInput(f"model.path={o['model.path']!r}: expected a checkpoint folder")
         port = o["port"]
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
@@ -98,9 +99,9 @@ def serve_main(args: dict, log=print) -> int:
 
     from .local_model import LocalModel  # torch and transformers: only once the input is valid
 
-    path = Path(str(o["model.path"])).resolve()
+    path = model_dir.resolve()
     local = LocalModel(str(path), device=str(o["device"]))
-    name = str(o["served_name"] or path.name)
+    name = str(o["served_name"] or Path(str(o["model.path"])).resolve().name)
     app = build_app(local, name, default_max_tokens=o["max_tokens"] or DEFAULT_MAX_TOKENS)
     log(f"[serve] {name} ({path}) on http://{o['host']}:{port}/v1")
     uvicorn.run(app, host=str(o["host"]), port=port, log_level="warning")

@@ -102,8 +102,11 @@ def resolve_device(device: str | torch.device = "cpu") -> torch.device:
 
 
 def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementation: str = "sdpa"):
-    """(model, tokenizer) from a local HF checkpoint folder; nothing is downloaded."""
-    path = Path(path)
+    """(model, tokenizer) from a local HF checkpoint folder; nothing is downloaded. A run folder
+    means its final policy (arena.runs.policy.policy_folder; NoPolicy when it has none)."""
+    from arena.runs.policy import policy_folder
+
+    path = policy_folder(path)
     if not (path / "config.json").is_file():
         raise ValueError(f"no HF checkpoint at {str(path)!r}: expected a folder with config.json")
     model = AutoModelForCausalLM.from_pretrained(

@@ -125,3 +125,35 @@ def digest_problem(folder: str | os.PathLike, recorded: dict[str, list]) -> str 
         if now[name][1] != sha:
             return f"{folder / name} differs from what was written (sha256 mismatch)"
     return None
+
+
+def atomic_write_dir(path: str | os.PathLike, fill: Callable[[Path], None]) -> Path:
+    """`fill(tmp)` fills a sibling temp folder; its files are fsynced and given the modes a plain
+    mkdir/open would (not mkdtemp's private 0700), and it is renamed onto `path`. A kill
+    mid-write leaves `path` as it was (no half folder under that name: only a hidden
+    `.<name>.tmp-*` sibling). An existing folder at `path` is replaced (moved aside, then deleted)."""
+    import shutil
+
+    path = Path(path).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        fill(tmp)
+        dir_mode = 0o777 & ~current_umask()
+        for item in [tmp, *tmp.rglob("*")]:
+            if not item.is_symlink():
+                os.chmod(item, dir_mode if item.is_dir() else file_mode())
+        fsync_tree(tmp)
+        crash_point(path.name)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(path.parent)
+    return path

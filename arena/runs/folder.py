@@ -4,7 +4,9 @@
     <out>/metrics.jsonl    one JSON object per step, keyed by "step"; a step is written at most once
     <out>/summary.json     written atomically and last: the proof of completion when it parses
                            and carries every SUMMARY_FIELDS key
-    <out>/ckpt/            checkpoints
+    <out>/ckpt/            checkpoints (training state, to resume)
+    <out>/steps/<step>/    the policy of each saved step, an HF model folder (arena/runs/policy.py)
+    <out>/policy/          the final policy, an HF model folder, written before summary.json
     <out>/error.txt        traceback on failure
 
 Rules for metrics.jsonl:
@@ -35,7 +37,7 @@ from arena.config import cell_id
 from .atomic import atomic_write_json, atomic_write_text, fsync_dir
 from .faults import crash_point
 from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
-                     SUMMARY_STATUSES, SWEEP_ONLY_KEYS)
+                     SUMMARY_STATUSES, SWEEP_ONLY_KEYS, policy_dir, step_policy_dir)
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +126,7 @@ class RunFolder:
         self.path = Path(path).resolve()
         self.expect_cell_id = expect_cell_id
         self.ckpt = self.path / CKPT_DIR
+        self.policy = policy_dir(self.path)  # the final policy's HF folder
         self.config_file = self.path / CONFIG_FILE
         self.metrics_file = self.path / METRICS_FILE
         self.summary_file = self.path / SUMMARY_FILE
@@ -134,6 +137,10 @@ class RunFolder:
     def create(self) -> "RunFolder":
         self.ckpt.mkdir(parents=True, exist_ok=True)
         return self
+
+    def step_policy(self, step: int) -> Path:
+        """The HF folder of the policy saved at `step` (<run>/steps/<step>)."""
+        return step_policy_dir(self.path, step)
 
     # ------------------------------------------------------------ state
     @property

@@ -6,7 +6,12 @@
     <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state
     <results_dir>/sweeps/<name>/report/              the report
 
-A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/ and error.txt (RunFolder).
+A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/, steps/, policy/ and
+error.txt (RunFolder). The trained policy leaves the run as Hugging Face model folders (model and
+tokenizer, loadable by `transformers` alone; arena/runs/policy.py):
+
+    <run>/steps/<step>/    the policy at each saved step (every save_freq steps and the last)
+    <run>/policy/          the final policy, written before summary.json
 `name` and arm names become path parts, so they must be safe names (`check_name`).
 """
 from __future__ import annotations
@@ -21,6 +26,9 @@ METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
 CKPT_DIR = "ckpt"
+STEPS_DIR = "steps"  # <step>/: the HF model folder of each saved step
+POLICY_DIR = "policy"  # the HF model folder of the final policy
+HF_CONFIG_FILE = "config.json"  # what makes a folder an HF model folder
 EVAL_WINS_DIR = "eval_wins"  # <step>.json: which held-out episodes an eval won (embedded backend)
 MANIFEST_FILE = "manifest.json"
 CELLS_DIR = "cells"
@@ -71,3 +79,13 @@ def cell_dir(results_dir: str | Path, name: str, cell_id: str) -> Path:
 
 def manifest_file(results_dir: str | Path, name: str) -> Path:
     return sweep_dir(results_dir, name) / MANIFEST_FILE
+
+
+def step_policy_dir(run_path: str | Path, step: int) -> Path:
+    """<run>/steps/<step>: the HF model folder of the policy saved at `step`."""
+    return Path(run_path) / STEPS_DIR / str(int(step))
+
+
+def policy_dir(run_path: str | Path) -> Path:
+    """<run>/policy: the HF model folder of the run's final policy."""
+    return Path(run_path) / POLICY_DIR

@@ -1,8 +1,12 @@
 """W&B logging (docs/design.md §F): offline by default, WANDB_MODE honoured, flat config keys,
-group = <name>/<arm>/<env>, id = cell_id (deterministic, so a resume continues the same run).
+group = <name>/<arm>/<env>, id = `wandb_run_id`: the cell id plus a hash of (where the run
+belongs, cell id), deterministic, so a resume continues the same W&B run while the same cell
+in two sweeps, or in a sweep and an `arena train` run, gets two runs that never merge.
 The local metrics.jsonl stays the source of truth; W&B is a mirror."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -30,6 +34,20 @@ def flat_config(cfg) -> dict[str, Any]:
     return out
 
 
+def wandb_run_id(cfg, cell: str, run_dir: Path) -> str:
+    """`<cell>-<8 hex>`: the hex is sha256 of [scope, cell], scope = "sweep:<name>" for a sweep
+    cell (its folder is <results_dir>/sweeps/<name>/cells/<cell>, arena.runs.layout.cell_dir),
+    else "train:<run folder>" (`arena train`, also with name=). A resume (same sweep and cell, or
+    the same run folder) gets the same id; nothing else shares it."""
+    from .layout import cell_dir
+
+    folder = Path(run_dir).resolve()
+    in_sweep = bool(cfg.name) and folder == cell_dir(cfg.results_dir, str(cfg.name), cell)
+    scope = f"sweep:{cfg.name}" if in_sweep else f"train:{folder}"
+    digest = hashlib.sha256(json.dumps([scope, cell]).encode()).hexdigest()[:8]
+    return f"{cell}-{digest}"
+
+
 def wandb_init_kwargs(cfg, cell: str, run_dir: Path, *, job_type: str = "train") -> dict[str, Any]:
     name = cfg.name or "adhoc"
     arm = cfg.arm or (cfg.po.method or "custom")
@@ -39,7 +57,7 @@ def wandb_init_kwargs(cfg, cell: str, run_dir: Path, *, job_type: str = "train")
         "entity": cfg.wandb.entity,
         "group": f"{name}/{arm}/{cfg.env.name}",
         "name": f"{arm}-{cfg.env.name}-s{cfg.seed}",
-        "id": cell,
+        "id": wandb_run_id(cfg, cell, run_dir),
         "resume": "allow",
         "job_type": job_type,
         "tags": [f"env:{cfg.env.name}", f"arm:{arm}", f"budget:{cfg.budget}", f"backend:{cfg.backend}"],

@@ -100,7 +100,7 @@ def bc_seconds(cfgs: list) -> tuple[float, int]:
     """(seconds of the BC stage's checkpoints not cached, summed, and how many of them): each
     from its cached siblings in `cfgs` (same env; bc.json's seconds), else the env's per-step
     constant x bc.steps."""
-    from arena.backends.embedded.bc_key import bc_hash
+    from arena.bc.key import bc_hash
 
     took: dict[str, list[float]] = {}
     todo = []

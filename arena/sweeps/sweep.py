@@ -253,7 +253,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     def bc_stage(cells) -> None:
         """The BC checkpoints `cells` need that no earlier stage of this command trained or found
         (seeds=auto's later rounds bring new seeds, and so new checkpoints)."""
-        from arena.backends.embedded.bc_key import bc_hash
+        from arena.bc.key import bc_hash
 
         bc_cfgs = [c for c in bc_configs(cells) if bc_hash(c) not in staged]
         staged.update(bc_hash(c) for c in bc_cfgs)

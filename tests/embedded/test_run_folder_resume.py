@@ -87,7 +87,7 @@ def test_wandb_init_arguments_offline(tmp_path, monkeypatch):
     cfg = load_config(["po.method=sapo_sm", "name=is_clipping-default", "arm=sapo_sm", "seed=2"])
     kw = wandb_init_kwargs(cfg, cell_id(cfg), tmp_path)
     assert kw["mode"] == "offline"  # offline is the default
-    assert kw["group"] == "is_clipping-default/sapo_sm/sokoban" and kw["id"] == cell_id(cfg)
+    assert kw["group"] == "is_clipping-default/sapo_sm/sokoban" and kw["id"].startswith(cell_id(cfg) + "-")
     assert kw["resume"] == "allow" and kw["job_type"] == "train"
     assert {"env:sokoban", "arm:sapo_sm", "budget:default", "backend:embedded"} <= set(kw["tags"])
     conf = kw["config"]
@@ -102,10 +102,12 @@ def test_wandb_offline_run_resumes_the_same_id(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    cfg = load_config(["po.method=grpo", "name=t", "arm=grpo"])
-    for step in (1, 2):
+    ids = []
+    for step in (1, 2):  # each start rebuilds the config from the same command, as a resume does
+        cfg = load_config(["po.method=grpo", "name=t", "arm=grpo"])
         run = wandb.init(**wandb_init_kwargs(cfg, "arena-test-id", tmp_path))
-        assert run.id == "arena-test-id"
+        ids.append(run.id)
         run.log({"eval/success_rate": 0.5}, step=step)
         run.finish()
-    assert len(list((tmp_path / "wandb").glob("offline-run-*arena-test-id"))) >= 1
+    assert ids[0] == ids[1] and ids[0].startswith("arena-test-id-")
+    assert len(list((tmp_path / "wandb").glob(f"offline-run-*{ids[0]}"))) >= 1

@@ -104,7 +104,7 @@ def test_shop_and_household_at_their_own_pace(tmp_path):
 def test_the_bc_stage_is_in_the_estimate(tmp_path):
     # 2 seeds -> 2 BC checkpoints (the seed is in the BC key), none cached: bc.steps 1500 x 0.072 s
     # = 108 s each, one job: 216 s = ~4 min; total 216 + 4 x 84.48 = 553.9 s = ~9 min
-    from arena.backends.embedded.bc_key import bc_hash
+    from arena.bc.key import bc_hash
 
     plan, options = _plan(tmp_path)
     line = _estimate(plan, options)

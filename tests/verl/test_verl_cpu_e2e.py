@@ -13,6 +13,7 @@ stops its Ray head)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -62,3 +63,15 @@ def test_verl_smoke_run_on_cpu_writes_the_run_folder(tmp_path, verl_bc_checkpoin
     # verl's own checkpoint layout, one per step (save_freq = 1)
     assert (out / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert all((out / "ckpt" / f"global_step_{k}" / "actor").is_dir() for k in (1, 2, 3))
+    # the policy as HF folders (docs/design.md, Run folder): every saved step and the final one,
+    # verl's own hf_model save linked into the run folder, float32 as trained
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arena.runs.policy import policy_folder, saved_steps
+
+    assert saved_steps(out) == [1, 2, 3] and policy_folder(out) == out / "policy"
+    policy = AutoModelForCausalLM.from_pretrained(out / "policy")
+    assert policy.dtype == torch.float32 and AutoTokenizer.from_pretrained(out / "policy").pad_token == "<pad>"
+    assert os.path.samefile(out / "policy" / "model.safetensors",
+                            out / "ckpt" / "global_step_3" / "actor" / "huggingface" / "model.safetensors")

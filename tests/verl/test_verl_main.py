@@ -19,6 +19,8 @@ from arena.backends.verl.run_folder import VerlRunWriter, arena_trainer_kwargs  
 from arena.cli import main as cli_main  # noqa: E402
 from arena.config import cell_id, load_config  # noqa: E402
 from arena.runs import RunFolder  # noqa: E402
+from arena.runs.policy import saved_steps  # noqa: E402
+from arena.runs.wandb_log import wandb_run_id  # noqa: E402
 
 NO_VLLM = importlib.util.find_spec("vllm") is None
 
@@ -119,7 +121,7 @@ def test_run_training_writes_config_first_then_summary_last(tmp_path, ready):
     assert t.default_local_dir == str(out / "ckpt") and t.experiment_name == "grpo-sokoban-s1"
     assert list(t.logger) == ["console", "wandb"] and t.resume_mode == "auto"
     env = config.ray_kwargs.ray_init.runtime_env.env_vars
-    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == cell_id(cfg)
+    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == wandb_run_id(cfg, cell_id(cfg), out)
     assert env.WANDB_RESUME == "allow" and env.ARENA_RUN_DIR == str(out)
     assert config.actor_rollout_ref.model.path == "/models/qwen"
     assert config.actor_rollout_ref.rollout.name == "vllm" and config.trainer.device == "cuda"
@@ -181,6 +183,12 @@ def _fake_verl_fit(monkeypatch, ckpt_dir, val_success, saved_rows=None):
     def save(self):
         if saved_rows is not None:
             saved_rows.append((self.global_steps, [r["step"] for r in self.run_writer.folder.iter_metrics()]))
+        # the actor's HF folder verl writes with hf_model (stand-in files: the export links them;
+        # tests/verl/test_policy_export.py runs verl's real manager)
+        hf = ckpt_dir / f"global_step_{self.global_steps}" / "actor" / "huggingface"
+        hf.mkdir(parents=True, exist_ok=True)
+        (hf / "config.json").write_text(json.dumps({"step": self.global_steps}))
+        (hf / "pytorch_model.bin").write_text(f"weights of step {self.global_steps}")
         (ckpt_dir / "latest_checkpointed_iteration.txt").write_text(f"{self.global_steps}\n")
 
     def fit(self):
@@ -228,6 +236,7 @@ def test_resume_through_the_trainer_writes_each_step_once(tmp_path, ready, monke
         kw = arena_trainer_kwargs(config.ray_kwargs.ray_init.runtime_env.env_vars.ARENA_RUN_DIR)
         trainer.run_writer, trainer.config_yaml = kw["run_writer"], kw["config_yaml"]
         trainer.total_training_steps = 3
+        trainer.config = config
         trainer.fit()
     ready(fake)
     saved_rows = []
@@ -239,6 +248,9 @@ def test_resume_through_the_trainer_writes_each_step_once(tmp_path, ready, monke
     # every checkpoint k was saved after row k was written: checkpoint k never exists without it
     assert saved_rows and all(rows_then[-1] == step for step, rows_then in saved_rows)
     assert json.loads((out / "summary.json").read_text())["final_eval_success"] == 0.9
+    # each checkpoint this attempt saved is a step policy; the last one is the final policy
+    assert saved_steps(out) == [step for step, _ in saved_rows] == list(range((ckpt_step or 0) + 1, 4))
+    assert (out / "policy" / "pytorch_model.bin").read_text() == "weights of step 3"
 
 
 def test_trainer_kwargs_come_from_the_run_folders_config(tmp_path, ready):

@@ -1,6 +1,7 @@
 """The embedded RL loop (`arena train`): rollouts -> filtering -> old/ref log-probs ->
 advantages -> PPO-style update, with evaluation (docs/design.md §E), the run folder (§F),
-checkpoint/resume and W&B.
+checkpoint/resume, the policy as HF model folders (steps/<step>/ at each save, policy/ at the
+end: arena/runs/policy.py) and W&B.
 
 Per step t (1..T):
     seeds    = batch_envs training seeds drawn from rng(seed, t, try)   (deterministic: resumable)
@@ -30,6 +31,7 @@ from arena.po.advantages_gigpo import anchor_repeat_stats, step_term_stats
 from arena.po.compose import compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason, run_status
+from arena.runs.policy import write_policy
 from arena.runs.summary import build_summary, paired_gain_se
 from arena.runs.stability import eval_steps, smoke_note
 
@@ -183,6 +185,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
             wandb_run.log(row, step=step)
         log(_progress(step, cfg.steps, row, t_start, steps_done=step - first_step + 1))
         if step > 0 and (step % cfg.save_freq == 0 or step == cfg.steps):
+            write_policy(run.step_policy(step), model, tokenizer)  # before state.pt: a resume rewrites it
             save_state(run.ckpt, model, optimizer, step)
         reason = (collapse_reason(history, cfg.steps, n_eval=cfg.eval.n, min_format_valid=cfg.stability.min_format_valid)
                   if status == "done" else None)
@@ -192,6 +195,7 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
             if cfg.stability.stop_on_collapse:
                 break
     status = run_status(history, collapse, min_format_valid=cfg.stability.min_format_valid)
+    write_policy(run.policy, model, tokenizer)  # the final policy (also a run stopped on collapse), before the summary
     return _summary(cfg, run, points, status, wall_before + time.time() - t_start, history, collapse,
                     tool_sandbox)
 

@@ -41,6 +41,8 @@ from arena.runs import RunFolder
 from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
 from arena.runs.stability import smoke_note
 
+from .policy_export import checkpoint_step
+
 DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"  # the same name as trainer.DUMP_TURNS_ENV (imports verl)
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
 
@@ -107,13 +109,6 @@ def verl_env(cfg) -> dict[str, str]:
     return env
 
 
-def checkpoint_step(ckpt_dir: Path) -> int:
-    """The step verl resumes from (its latest_checkpointed_iteration.txt), -1 without one: then
-    the run restarts from scratch and every metrics row of an earlier attempt is dropped."""
-    tracker = Path(ckpt_dir) / "latest_checkpointed_iteration.txt"
-    return int(tracker.read_text().strip()) if tracker.exists() else -1
-
-
 @contextmanager
 def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None, min_cpus: int = 1) -> Iterator[str]:
     """$RAY_ADDRESS when set; else a private head for this job (stopped on exit) with `num_gpus`
@@ -147,9 +142,12 @@ def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None, min_c
 
 def initial_model_path(cfg, log=print) -> Path:
     """The checkpoint RL starts from, as the embedded backend's `load_initial_model`: `model.path`
-    as given, else (or with bc.source=rejection) the cached BC checkpoint, trained here once."""
+    (a run folder: its final policy, arena.runs.policy.policy_folder), else (or with
+    bc.source=rejection) the cached BC checkpoint, trained here once."""
     if cfg.model.path and cfg.bc.source != "rejection":
-        return Path(cfg.model.path)
+        from arena.runs.policy import policy_folder
+
+        return policy_folder(cfg.model.path)
     from arena.bc.train import ensure_bc_checkpoint
 
     return Path(ensure_bc_checkpoint(cfg, log=log)).resolve()

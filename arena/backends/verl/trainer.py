@@ -38,6 +38,8 @@ verl's `fit()` is kept whole; the subclass overrides five small methods. Why the
   from checkpoint k - 1, drops nothing it needs and writes step k once, complete.
   `_load_checkpoint` starts the `VerlRunWriter` (rows up to the checkpoint step kept, the rest
   dropped), and `fit` writes summary.json after verl's fit returned.
+- The policy as HF model folders: each checkpoint is exported to `<run>/steps/<k>/` right after
+  verl saved it, and the last one to `<run>/policy/` before summary.json (policy_export.py).
 """
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ from .advantages import ESTIMATORS, compute_arena_advantage
 from .fan_out import PAD_KEY, swap_in, turns_from_output
 from .mini_batches import (MINI_KEY, OneMiniBatchUpdate, merge_update_outputs, mini_batch_layout, rows_by_mini_batch,
                            rows_with_tokens)
+from .policy_export import export_final, export_step
 from .registry import register_once
 
 TURNS_KEY, METRICS_KEY, DEFERRED = "arena_turn_batch", "arena_rollout_metrics", "arena_deferred"
@@ -262,6 +265,12 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         if self._save_due:
             self._save_due = False
             super()._save_checkpoint()
+            self._export_step_policy()
+
+    def _export_step_policy(self) -> None:
+        """<run>/steps/<k>/ from the checkpoint just saved (policy_export.py)."""
+        if self.run_writer is not None:
+            export_step(self.config.trainer.default_local_dir, self.run_writer.folder, self.global_steps)
 
     def fit(self):
         import verl.utils.tracking as tracking
@@ -282,5 +291,7 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         if self._save_due:  # verl asked for a checkpoint after its last log (not in verl 0.9.1's fit)
             self._log_row({}, self.global_steps)
         if self.run_writer is not None:
+            # <run>/policy/ before the summary: a finished run always has its final policy
+            export_final(self.config.trainer.default_local_dir, self.run_writer.folder)
             self.run_writer.finish()  # summary.json last, only after a finished fit
         return out

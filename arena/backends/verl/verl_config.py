@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from arena.po.aggregation import VERL_AGG_MODE
 
+from .policy_export import HF_SAVE_CONTENTS, RESUME_LOAD_CONTENTS
 from .policy_loss import ArenaPolicyLossConfig
 
 AGENT_LOOP_NAME = "arena_agent"
@@ -100,6 +101,10 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         actor + "kl_loss_type": "low_var_kl",
         actor + "entropy_coeff": cfg.entropy_coef,
         actor + "calculate_entropy": True,
+        # each checkpoint also holds the actor as an HF model folder, exported to <run>/steps/<k>/
+        # and <run>/policy/ (policy_export.py); a resume loads the sharded state only
+        actor + "checkpoint.save_contents": list(HF_SAVE_CONTENTS),
+        actor + "checkpoint.load_contents": list(RESUME_LOAD_CONTENTS),
         actor + "loss_agg_mode": VERL_AGG_MODE[po.aggregation],
         # the PG members and all their explicit hyperparameters, from the members' signatures
         actor + "policy_loss": ArenaPolicyLossConfig.section(po),
