@@ -6,7 +6,8 @@
     <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state
     <results_dir>/sweeps/<name>/report/              the report
 
-A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/ and error.txt (RunFolder).
+A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/ and error.txt (RunFolder),
+command.txt and run.log (run_log.py).
 `name` and arm names become path parts, so they must be safe names (`check_name`).
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
+COMMAND_FILE = "command.txt"  # the command line of each start (run_log.py)
+RUN_LOG_FILE = "run.log"  # what the run printed (run_log.py)
 CKPT_DIR = "ckpt"
 EVAL_WINS_DIR = "eval_wins"  # <step>.json: which held-out episodes an eval won (embedded backend)
 MANIFEST_FILE = "manifest.json"

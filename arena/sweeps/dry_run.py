@@ -11,10 +11,11 @@ Estimate (a rough guide, not a promise):
                     SECONDS_PER_EPISODE
     cell_seconds  = steps * batch_envs * group_size * pace
     total_seconds = mean cell_seconds * ceil(cells not done / parallel jobs)
-SECONDS_PER_EPISODE = 0.044: the main job (budget=default, 30 steps of 8 x 8 episodes, evals
-included, BC excluded) took ~85 s per cell on 2 one-thread local workers on 2 cores
+SECONDS_PER_EPISODE = 0.044: the main job when budget=default had 30 steps (of 8 x 8 episodes,
+evals included, BC excluded) took ~85 s per cell on 2 one-thread local workers on 2 cores
 (docs/testbed.md, Wall times: 834 s for 18 cells and the BC stage): 85 / 1920 = 0.044. The
-constant before it, 0.08, came from one-job-at-a-time runs and printed 154 s for that cell.
+budget now has 50 steps (3200 episodes: ~141 s per cell at this pace; configs/budget/default.yaml
+predicts ~140 s). The constant before it, 0.08, came from one-job-at-a-time runs.
 """
 from __future__ import annotations
 
