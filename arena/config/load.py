@@ -86,11 +86,9 @@ def check_key(key: str) -> None:
 
     if key == "hydra" or key.startswith("hydra."):
         raise BadConfig(hydra_key_message(key))
-    if key.startswith("launcher."):
-        from .launchers import launcher_names
-
+    if key.startswith("launcher."):  # (config/launchers.py reads those files; it imports this module)
         raise BadConfig(f"{key}: a launcher's settings live in its file, configs/launcher/<name>.yaml, and launcher= "
-                        f"takes the file's name (valid: {', '.join(launcher_names())}); to change one, copy "
+                        f"takes the file's name (valid: {', '.join(group_options('launcher'))}); to change one, copy "
                         f"configs/launcher/slurm.yaml to configs/launcher/<mine>.yaml, edit it, and pass launcher=<mine>")
     if key in valid_keys() or key.startswith(OPEN_NAMESPACES):
         return
