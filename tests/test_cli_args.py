@@ -32,6 +32,7 @@ def sweep(tmp_path, *args):
     ("+foo=1", "unknown key 'foo'"),  # it did nothing, yet changed every cell id
     ("launcher.partition=foo", "configs/launcher/<name>.yaml"),
     ("envs=sokoban,shop", "env=[sokoban,shop]"),
+    ("timeout_mn=5", "did you mean timeout_min?"),  # close matches among the sweep's keys too
 ])
 def test_sweep_keys_that_would_do_nothing_exit_2_before_anything_is_written(tmp_path, capsys, arg, fragment):
     assert sweep(tmp_path, arg, "--dry-run") == 2

@@ -5,16 +5,23 @@ keys after the command line's, so on the command line those keys would lose sile
 from __future__ import annotations
 
 import shutil
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from arena.config.args import GRID_README
 
 
-def check_run_overrides(run: list[str], arms: list[dict[str, Any]], sources: list[str], grid: str) -> None:
-    """ValueError for `seed=N` (each cell's seed comes from seeds=) and for a key that an arm of
-    the grid sets (`po.method=gspo` on a grid of methods): the arm's value would win."""
+def check_run_overrides(run: list[str], arms: list[dict[str, Any]], sources: list[str], grid: str,
+                        sweep_keys: Iterable[str] = ()) -> None:
+    """ValueError for `seed=N` (each cell's seed comes from seeds=), for a key that an arm of
+    the grid sets (`po.method=gspo` on a grid of methods: the arm's value would win), and for an
+    unknown key, naming the close matches among the sweep's keys and the run config's."""
+    from arena.config.args import unknown_key_message
+    from arena.config.load import OPEN_NAMESPACES, valid_keys
+
     for arg in run:
         key = arg.split("=", 1)[0].lstrip("+~")
+        if key not in valid_keys() and not key.startswith((*OPEN_NAMESPACES, "hydra", "launcher.")):
+            raise ValueError(unknown_key_message(key, [*sweep_keys, *valid_keys()]))
         if key == "seed":
             value = arg.partition("=")[2]
             raise ValueError(f"{arg}: a sweep sets each cell's seed from seeds= (a count or a list); valid: "

@@ -119,7 +119,7 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
         arms, sources = load_grid_located(dimension if "grid" not in sweep else None, path=sweep.get("grid"))
     from .run_overrides import check_run_overrides
 
-    check_run_overrides(run, arms, sources, dimension)  # seed=, or a key an arm sets: it would do nothing
+    check_run_overrides(run, arms, sources, dimension, SWEEP_KEYS)  # seed=, a key an arm sets, a typo
     launcher = str(sweep.get("launcher", "local"))
     if launcher not in launcher_names():
         raise ValueError(f"unknown launcher {launcher!r}; valid: {', '.join(launcher_names())}")
