@@ -17,9 +17,9 @@ from typing import Callable, Sequence
 from arena.config.field_docs import KeyDoc, dataclass_docs, dict_docs, dict_literal_keys
 
 ARENA_DIR = Path(__file__).resolve().parent
-# Run config keys no verb takes from the command line as such: the env= group sets env.name,
-# the sweep sets arm.
-HIDDEN_RUN_KEYS = ("env.name", "arm")
+# Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
+# under Config groups) set env.name and budget, the sweep sets arm.
+HIDDEN_RUN_KEYS = ("env.name", "budget", "arm")
 # Keys a sweep sets per cell or takes as its own (its Sweep keys): not listed again as run keys.
 SWEEP_SETS = ("seed", "name")
 

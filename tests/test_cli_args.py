@@ -114,7 +114,7 @@ def test_help_shows_the_values_of_the_chosen_budget_and_env_and_where_each_is_se
     assert line(smoke, "lr").startswith("  lr=0.5 ") and "[command line" in line(smoke, "lr")
     assert line(smoke, "env.max_new_tokens").endswith("[configs/env/shop.yaml]")  # shop's 24 is the schema's
     keys = [x.split("=")[0].strip() for x in default.splitlines() if x[:2] == "  " and x[2] != " "]
-    assert keys.count("env") == 1 and "env.name" not in keys
+    assert keys.count("env") == 1 and "env.name" not in keys and keys.count("budget") == 1
     assert not {"dimension", "seeds", "launcher", "fail_fast"} & set(keys)  # sweep-only: not on train
 
 
@@ -169,3 +169,13 @@ def test_train_and_sweep_cells_record_their_command_and_log(tmp_path, monkeypatc
     run_cell(cfg, env={COMMAND_ENV: "arena sweep dimension=x"}, train_fn=lambda c: print("cell output") or 0)
     assert (tmp_path / "cell" / "command.txt").read_text().endswith("&& arena sweep dimension=x\n")
     assert "cell output" in (tmp_path / "cell" / "run.log").read_text()
+
+
+def test_the_last_budget_wins_everywhere(tmp_path):
+    # Hydra composes budget=smoke (the last); `arena search` named the sweep after the first one
+    from arena.sweeps.cli import search_main
+
+    lines = []
+    args = ["method=grpo", "env=sanity", "budget=sanity", "budget=smoke", "seeds=1", f"results_dir={tmp_path}", "--dry-run"]
+    assert search_main(args, log=lines.append) == 0
+    assert lines[0].startswith("[dry-run] sweep search-grpo-smoke ")

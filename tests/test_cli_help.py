@@ -24,12 +24,13 @@ SWEEP_ONLY = ["dimension", "seeds", "launcher", "fail_fast"]  # RunConfig keys o
 def own_keys(verb):
     """The keys each verb's own parser accepts, read from where the parser reads them. A run
     config key is listed once: env.name is the env= group's, arm is set by the sweep, the
-    sweep-only keys are the sweep's own, and a sweep sets each cell's seed and name."""
+    budget is the budget= group's, the sweep-only keys are the sweep's own, and a sweep sets each
+    cell's seed and name."""
     from arena.analysis.report import KEYS as REPORT_KEYS
     from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
     from arena.sweeps.sweep import SWEEP_KEYS
 
-    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "arm", *SWEEP_ONLY]]
+    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm", *SWEEP_ONLY]]
     sweep_run = [k for k in run if k not in ("env", "seed", "name")]
     return {"train": run, "bc": run, "verl-config": run,
             "sweep": list(SWEEP_KEYS) + sweep_run,
