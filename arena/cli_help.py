@@ -20,6 +20,7 @@ ARENA_DIR = Path(__file__).resolve().parent
 # Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
 # under Config groups) set env.name and budget, the sweep sets arm.
 HIDDEN_RUN_KEYS = ("env.name", "budget", "arm")
+NOTE = "(note)"  # a KeyDoc that is a remark, printed as its text alone
 # Keys a sweep sets per cell or takes as its own (its Sweep keys): not listed again as run keys.
 SWEEP_SETS = ("seed", "name")
 
@@ -50,7 +51,7 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
             doc += f"  [{sources[d.key]}{f'; schema: {_value(d.default)}' if differs else ''}]"
         out.append(KeyDoc(d.key, values[d.key], doc))
     if problem:
-        out.insert(0, KeyDoc("(note)", None, f"defaults shown: the command line does not compose ({problem})"))
+        out.insert(0, KeyDoc(NOTE, None, f"note: the files' values shown, the command line does not compose ({problem})"))
     return out
 
 
@@ -66,15 +67,16 @@ def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> li
 
 
 def _run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    return [("Config groups", config_groups(args)), (_RUN_TITLE, run_keys(args))]
+    return [(GROUPS_TITLE, config_groups(args)), (_RUN_TITLE, run_keys(args))]
 
 
 _RUN_TITLE = "Run config keys (the value this command line gives; [the file that sets it])"
+GROUPS_TITLE = "Config groups (key=the file this command line chooses  meaning)"
 
 
 def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
     """A sweep's run keys: its Sweep keys hold env, name and seeds; each cell's seed is its own."""
-    return [("Config groups", config_groups(args, leave_out=("env",))),
+    return [(GROUPS_TITLE, config_groups(args, leave_out=("env",))),
             (_RUN_TITLE + ", for every cell", run_keys(args, leave_out=SWEEP_SETS))]
 
 
@@ -132,7 +134,7 @@ def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
 
     own = dict_docs(options, "DEFAULTS") + [KeyDoc("n", None, "eval episodes (eval.n)"),
                                              KeyDoc("seed", 0, "the first held-out episode (the run config's seed)")]
-    return [("Eval keys", own), ("Config groups", config_groups(args)),
+    return [("Eval keys", own), (GROUPS_TITLE, config_groups(args)),
             (_RUN_TITLE, run_keys(args, leave_out=("seed",)))]
 
 
@@ -185,6 +187,9 @@ def help_text(verb: str, args: Sequence[str] = ()) -> str:
         width = min(34, max(len(f"{k.key}={_value(k.default)}") for k in keys) + 2)
         lines += ["", f"{title}:" if "(" in title else f"{title} (key=default  meaning):"]
         for k in keys:  # a long value (env.kwargs={...}) gets its meaning on the next line
+            if k.key == NOTE:
+                lines.append(f"  {k.doc}")
+                continue
             pair = f"{k.key}={_value(k.default)}"
             lines += [f"  {pair:{width}s}{k.doc}"] if len(pair) < width else [f"  {pair}", f"  {'':{width}s}{k.doc}"]
     return "\n".join(lines)
