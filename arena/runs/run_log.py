@@ -59,6 +59,13 @@ class _Tee(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.stream, "encoding", "utf-8")
 
+    @property
+    def errors(self):  # type: ignore[override]
+        return getattr(self.stream, "errors", None)
+
+    def __getattr__(self, name: str):  # e.g. `buffer`: the stream's own (what is written there is not logged)
+        return getattr(self.stream, name)
+
 
 @contextmanager
 def recording(folder: str | Path, command: str | None = None) -> Iterator[Path]:
