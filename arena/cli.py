@@ -115,23 +115,26 @@ def _refuse_sweep_only_keys(args: Sequence[str]) -> None:
                            f"`arena sweep dimension=NAME {arg} ...`; for one seed of a run use seed=N")
 
 
-def check_runs_here(cfg) -> None:
+def check_runs_here(cfg, *, backend: bool = True) -> None:
     """BadInput before any work (no demo collected, no folder made) when this machine cannot
-    run `cfg`: `model.path` is not a local folder (arena downloads nothing at run time), or
-    device=cuda without a CUDA GPU that torch can use."""
+    run `cfg`: `model.path` is not a local folder (arena downloads nothing at run time), or the
+    backend lacks something here (arena.backends.Backend.here_problem: device=cuda without a
+    CUDA GPU; verl's packages)."""
     from pathlib import Path
+
+    from arena.backends import backend_of
 
     if cfg.model.path and not Path(str(cfg.model.path)).expanduser().is_dir():
         raise BadInput(f"model.path={cfg.model.path!r} is not a folder on this machine (arena downloads nothing at "
                        f"run time); valid: a local Hugging Face model folder (fetch a Hub model first, e.g. "
                        f"`huggingface-cli download {cfg.model.path} --local-dir DIR`, then model.path=DIR), or no "
                        f"model.path (BC from a model built from model.*)")
-    if cfg.device == "cuda":
-        import torch
+    from arena.backends import embedded_here_problem
 
-        if not torch.cuda.is_available():
-            raise BadInput(f"device=cuda, but torch {torch.__version__} finds no CUDA GPU here (its CUDA build: "
-                           f"{torch.version.cuda or 'none, a CPU build'}); valid: device=cpu, or a machine with a GPU")
+    # `arena bc` trains on the embedded model kit whatever the backend: only its device matters
+    problem = backend_of(cfg).here_problem(cfg) if backend else embedded_here_problem(cfg)
+    if problem:
+        raise BadInput(problem)
 
 
 def _train(args: Sequence[str]) -> int:
@@ -164,7 +167,7 @@ def _bc(args: Sequence[str]) -> int:
         check_env_available(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
-    check_runs_here(cfg)
+    check_runs_here(cfg, backend=False)
     from arena.backends.embedded.bc import bc_dir, ensure_bc_checkpoint  # imports torch
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")

@@ -87,10 +87,11 @@ def test_train_cannot_run_here_exits_2_before_any_work(tmp_path, capsys):
     import torch
 
     if not torch.cuda.is_available():
-        cases.append(("device=cuda", "finds no CUDA GPU here"))
+        cases += [("device=cuda", "finds no CUDA GPU here"),
+                  ("backend=verl device=cuda", "backend=verl cannot run here")]  # verl's own check, before the folder
     for arg, fragment in cases:
         out = tmp_path / arg.split("=")[0]
-        assert main(["train", "env=sanity", "budget=sanity", f"out={out}", arg]) == 2
+        assert main(["train", "env=sanity", "budget=sanity", f"out={out}", *arg.split()]) == 2
         assert fragment in capsys.readouterr().err
         assert not out.exists()  # no run folder, no demo collected
 
