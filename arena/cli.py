@@ -122,15 +122,13 @@ def check_runs_here(cfg, *, backend: bool = True) -> None:
     CUDA GPU; verl's packages)."""
     from pathlib import Path
 
-    from arena.backends import backend_of
+    from arena.backends import backend_of, embedded_here_problem
 
     if cfg.model.path and not Path(str(cfg.model.path)).expanduser().is_dir():
         raise BadInput(f"model.path={cfg.model.path!r} is not a folder on this machine (arena downloads nothing at "
                        f"run time); valid: a local Hugging Face model folder (fetch a Hub model first, e.g. "
                        f"`huggingface-cli download {cfg.model.path} --local-dir DIR`, then model.path=DIR), or no "
                        f"model.path (BC from a model built from model.*)")
-    from arena.backends import embedded_here_problem
-
     # `arena bc` trains on the embedded model kit whatever the backend: only its device matters
     problem = backend_of(cfg).here_problem(cfg) if backend else embedded_here_problem(cfg)
     if problem:
