@@ -31,16 +31,26 @@ def parse_overrides(args: Sequence[str]) -> dict:
     return out
 
 
+def _int_option(opts: dict, key: str, default: int, low: int) -> int:
+    """`opts[key]` (popped) as an integer >= low; BadInput naming the key otherwise."""
+    value = opts.pop(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise BadInput(f"{key}={value!r}: valid: an integer >= {low}")
+    return value
+
+
 def _methods(args: Sequence[str]) -> int:
     """List the method presets with their resolved members and hyperparameters."""
+    from arena.config.args import unknown_key_message
     from arena.po.compose import resolve
     from arena.po.methods import METHODS
 
     opts = parse_overrides(args)
     unknown = sorted(set(opts) - {"method"})
     if unknown:
-        raise BadInput(f"unknown key(s) {unknown} for 'arena methods'; valid: method")
-    names = [opts["method"]] if "method" in opts else list(METHODS)
+        raise BadInput(unknown_key_message(unknown[0], ["method"]))
+    wanted = str(opts.get("method", ""))
+    names = [next((m for m in METHODS if m.lower() == wanted.lower()), wanted)] if "method" in opts else list(METHODS)
     for name in names:
         try:
             po = resolve({"method": name})
@@ -67,7 +77,7 @@ def _envs(args: Sequence[str]) -> int:
     env = opts.pop("env", "sokoban")
     if env not in ENVS:
         raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
-    seed, n = int(opts.pop("seed", 0)), int(opts.pop("n", 100))
+    seed, n = _int_option(opts, "seed", 0, 0), _int_option(opts, "n", 100, 1)
     # the environment's kwargs from configs/env/<env>.yaml, then the command line's
     env_kwargs = {**_config([f"env={env}"]).env.kwargs, **opts}
     try:
@@ -105,12 +115,35 @@ def _refuse_sweep_only_keys(args: Sequence[str]) -> None:
                            f"`arena sweep dimension=NAME {arg} ...`; for one seed of a run use seed=N")
 
 
+def check_runs_here(cfg, *, backend: bool = True) -> None:
+    """BadInput before any work (no demo collected, no folder made) when this machine cannot
+    run `cfg`: `model.path` is not a local folder (arena downloads nothing at run time), or the
+    backend lacks something here (arena.backends.Backend.here_problem: device=cuda without a
+    CUDA GPU; verl's packages)."""
+    from pathlib import Path
+
+    from arena.backends import backend_of, embedded_here_problem
+
+    if cfg.model.path and not Path(str(cfg.model.path)).expanduser().is_dir():
+        raise BadInput(f"model.path={cfg.model.path!r} is not a folder on this machine (arena downloads nothing at "
+                       f"run time); valid: a local Hugging Face model folder (fetch a Hub model first, e.g. "
+                       f"`huggingface-cli download {cfg.model.path} --local-dir DIR`, then model.path=DIR), or no "
+                       f"model.path (BC from a model built from model.*)")
+    # `arena bc` trains on the embedded model kit whatever the backend: only its device matters
+    problem = backend_of(cfg).here_problem(cfg) if backend else embedded_here_problem(cfg)
+    if problem:
+        raise BadInput(problem)
+
+
 def _train(args: Sequence[str]) -> int:
     """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>),
-    on the backend `backend=` names (embedded | verl)."""
+    on the backend `backend=` names (embedded | verl). The run folder records the command and
+    what the run printed (arena.runs.run_log)."""
     from arena.backends import backend_of, check_trainable
+    from arena.runs.layout import run_dir
     from arena.config import BadConfig
     from arena.runs.provenance import pin_git_state
+    from arena.runs.run_log import recording
 
     pin_git_state()  # the commit the run starts from (a checkout may move during a long run)
     cfg = _config(args)
@@ -118,7 +151,9 @@ def _train(args: Sequence[str]) -> int:
         check_trainable(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
-    return backend_of(cfg).train_fn()(cfg)
+    check_runs_here(cfg)
+    with recording(run_dir(cfg)):
+        return backend_of(cfg).train_fn()(cfg)
 
 
 def _bc(args: Sequence[str]) -> int:
@@ -130,6 +165,7 @@ def _bc(args: Sequence[str]) -> int:
         check_env_available(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
+    check_runs_here(cfg, backend=False)
     from arena.bc.train import bc_dir, ensure_bc_checkpoint  # imports torch
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")
@@ -193,23 +229,56 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
 assert set(VERBS) == set(VERB_HELP), "every verb has its --help (arena/cli_help.py VERB_HELP)"
 
 
+def _print_help(text: str) -> None:
+    """Print help text; a reader that closes the pipe early (`arena help train | head`) ends it
+    quietly, without a BrokenPipeError traceback."""
+    import os
+
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # the interpreter flushes stdout again at exit: point it at /dev/null (Python's docs, signal)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return f"arena {metadata.version('arena')}"
+    except metadata.PackageNotFoundError:
+        return "arena (not installed: run from a checkout)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from arena.config.args import BadArgument, check_flags
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["help"] and argv[1:2]:  # `arena help train` = `arena train --help`
         argv = [argv[1], "--help"]
+    if argv[:1] == ["--version"]:
+        _print_help(_version())
+        return EXIT_OK
     if not argv or argv[0] in (*HELP_FLAGS, "help"):
-        print(overview())
+        _print_help(overview())
         return EXIT_OK if argv else EXIT_BAD_INPUT
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
-        print(f"arena: unknown verb {verb!r}; valid: {', '.join(VERBS)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        from arena.config.args import close_matches
+
+        near = close_matches(verb, VERBS)
+        return print_bad_input("", f"unknown verb {verb!r}; {f'did you mean {near[0]}? ' if near else ''}"
+                               f"valid: {', '.join(VERBS)}")
     if any(arg in HELP_FLAGS for arg in rest):
-        print(help_text(verb))
+        _print_help(help_text(verb, [a for a in rest if a not in HELP_FLAGS]))
         return EXIT_OK
+    from arena.runs.run_log import remember_command
+
+    remember_command(argv)  # what each run folder's command.txt records
     try:
+        check_flags(verb, rest)
         return VERBS[verb](rest)
-    except BadInput as exc:
+    except (BadInput, BadArgument) as exc:
         return print_bad_input(verb, exc)
 
 

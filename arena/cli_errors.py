@@ -14,5 +14,5 @@ class BadInput(ValueError):
 
 def print_bad_input(verb: str, error: Exception | str) -> int:
     """Print `arena <verb>: <message>` to stderr; returns EXIT_BAD_INPUT."""
-    print(f"arena {verb}: {error}", file=sys.stderr)
+    print(f"arena{' ' + verb if verb else ''}: {error}", file=sys.stderr)
     return EXIT_BAD_INPUT

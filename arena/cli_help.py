@@ -1,42 +1,83 @@
-"""`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its default
+"""`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its value
 and meaning. The meanings are read from where each key is defined (arena.config.field_docs):
 the run config schema (arena/config/schema.py), the sweep's own keys (arena/sweeps/sweep.py),
-the eval and serve options (arena/evaluation/options.py) (docs/design.md, CLI grammar and exit
-codes)."""
+the eval and serve options (arena/evaluation/options.py). A run config key shows the value the
+run would get with the command line's env=, budget= and other keys, and the file that sets it
+(arena.config.effective) (docs/design.md, CLI grammar and exit codes).
+
+Printing help imports no torch, pandas or transformers: what heavy modules define (the report's
+keys, the method presets) is read from their source.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Sequence
 
-from arena.config.field_docs import KeyDoc, dataclass_docs, dict_docs
+from arena.config.field_docs import KeyDoc, dataclass_docs, dict_docs, dict_literal_keys
+
+ARENA_DIR = Path(__file__).resolve().parent
+# Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
+# under Config groups) set env.name and budget, the sweep sets arm.
+HIDDEN_RUN_KEYS = ("env.name", "budget", "arm")
+NOTE = "(note)"  # a KeyDoc that is a remark, printed as its text alone
+# Keys a sweep sets per cell or takes as its own (its Sweep keys): not listed again as run keys.
+SWEEP_SETS = ("seed", "name")
 
 
 @dataclass(frozen=True)
 class VerbHelp:
     usage: str
     summary: str
-    # () -> [(section title, the keys of that section)], computed when the help is asked for
-    sections: Callable[[], list[tuple[str, list[KeyDoc]]]]
+    # (command-line keys) -> [(section title, the keys of that section)], computed when asked for
+    sections: Callable[[Sequence[str]], list[tuple[str, list[KeyDoc]]]]
 
 
-def run_keys() -> list[KeyDoc]:
-    """The run config's keys, with the valid values of those that have a fixed set."""
+def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
+    """The run config's keys with the value the run would get and, when a file or the command
+    line sets it, where: `steps=50 ... [configs/budget/default.yaml]`; valid values where fixed."""
+    from arena.config.effective import SCHEMA, effective_values
     from arena.config.schema import CHOICES, RunConfig
+    from arena.runs.layout import SWEEP_ONLY_KEYS
 
-    return [KeyDoc(d.key, d.default, d.doc + (f"; valid: {' | '.join(CHOICES[d.key])}" if d.key in CHOICES else ""))
-            for d in dataclass_docs(RunConfig)]
+    hidden = set(HIDDEN_RUN_KEYS) | set(SWEEP_ONLY_KEYS) | set(leave_out)
+    docs = [d for d in dataclass_docs(RunConfig) if d.key not in hidden]
+    values, sources, problem = effective_values(args, [d.key for d in docs])
+    out = []
+    for d in docs:
+        doc = d.doc + (f"; valid: {' | '.join(CHOICES[d.key])}" if d.key in CHOICES else "")
+        if sources[d.key] != SCHEMA:
+            differs = _value(values[d.key]) != _value(d.default)
+            doc += f"  [{sources[d.key]}{f'; schema: {_value(d.default)}' if differs else ''}]"
+        out.append(KeyDoc(d.key, values[d.key], doc))
+    if problem:
+        out.insert(0, KeyDoc(NOTE, None, f"note: the files' values shown, the command line does not compose ({problem})"))
+    return out
 
 
-def config_groups() -> list[KeyDoc]:
+def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
+    from arena.config.effective import run_overrides
     from arena.config.load import GROUPS, group_options
 
-    meaning = {"env": "the environment's config file (sets env.*)", "budget": "a size preset (steps, batch, eval)"}
-    return [KeyDoc(g, None, f"{meaning.get(g, 'a config group')}: configs/{g}/<name>.yaml; valid: "
-                   f"{' | '.join(group_options(g))}") for g in GROUPS]
+    chosen = {a.partition("=")[0]: a.partition("=")[2] for a in run_overrides(args)}
+    meaning = {"env": "the environment: configs/env/<name>.yaml (sets env.*)",
+               "budget": "a size preset (steps, batch, eval, BC stop): configs/budget/<name>.yaml"}
+    return [KeyDoc(g, chosen.get(g, "sokoban" if g == "env" else "default"),
+                   f"{meaning[g]}; valid: {' | '.join(group_options(g))}") for g in GROUPS if g not in leave_out]
 
 
-def _run_sections() -> list[tuple[str, list[KeyDoc]]]:
-    return [("Config groups", config_groups()), ("Run config keys", run_keys())]
+def _run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
+    return [(GROUPS_TITLE, config_groups(args)), (_RUN_TITLE, run_keys(args))]
+
+
+_RUN_TITLE = "Run config keys (the value this command line gives; [the file that sets it])"
+GROUPS_TITLE = "Config groups (key=the file this command line chooses  meaning)"
+
+
+def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
+    """A sweep's run keys: its Sweep keys hold env, name and seeds; each cell's seed is its own."""
+    return [(GROUPS_TITLE, config_groups(args, leave_out=("env",))),
+            (_RUN_TITLE + ", for every cell", run_keys(args, leave_out=SWEEP_SETS))]
 
 
 def _sweep_keys(leave_out: tuple[str, ...] = ()) -> list[KeyDoc]:
@@ -45,62 +86,74 @@ def _sweep_keys(leave_out: tuple[str, ...] = ()) -> list[KeyDoc]:
     return [d for d in dict_docs(sweep, "SWEEP_KEYS") if d.key not in leave_out]
 
 
+def method_names() -> list[str]:
+    """The presets' names, read from arena/po/methods.py (importing arena.po imports torch)."""
+    return dict_literal_keys(ARENA_DIR / "po" / "methods.py", "PRESET_TABLE")
+
+
 def _methods_key() -> list[KeyDoc]:
-    from arena.po.methods import METHODS
+    return [KeyDoc("method", None, f"one preset (default: all; any case: SAPO_SM = sapo_sm); valid: "
+                                   f"{' | '.join(method_names())}")]
 
-    return [KeyDoc("method", None, f"one preset (default: all); valid: {' | '.join(METHODS)}")]
 
-
-def _search_sections() -> list[tuple[str, list[KeyDoc]]]:
+def _search_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
     method = _methods_key()[0]
-    return [("Search keys", [KeyDoc("method", None, method.doc.replace("one preset (default: all)", "the preset"
-                                                                        " to search (required)"))]
-             + _sweep_keys(leave_out=("dimension", "grid"))), *_run_sections()]
+    return [("Search keys", [KeyDoc("method", None, method.doc.replace("one preset (default: all", "the preset"
+                                                                        " to search (required"))]
+             + _sweep_keys(leave_out=("dimension", "grid"))), *_sweep_run_sections(args)]
 
 
-def _envs_sections() -> list[tuple[str, list[KeyDoc]]]:
-    from arena.envs import ENVS
+def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
+    from arena.config.load import group_options
 
     return [("Subcommands", [KeyDoc("play", None, "play one episode by hand"),
                              KeyDoc("check", None, "run the expert on n episodes and report its success")]),
-            ("Keys", [KeyDoc("env", "sokoban", f"the environment; valid: {' | '.join(sorted(ENVS))}"),
-                      KeyDoc("seed", 0, "the episode seed (play)"),
-                      KeyDoc("n", 100, "episodes (check)"),
+            ("Keys", [KeyDoc("env", "sokoban", f"the environment; valid: {' | '.join(group_options('env'))}"),
+                      KeyDoc("seed", 0, "the episode seed (play); valid: an integer >= 0"),
+                      KeyDoc("n", 100, "episodes (check); valid: an integer >= 1"),
                       KeyDoc("<kwarg>", None, "any other key is one of the environment's env.kwargs")])]
 
 
-def _report_sections() -> list[tuple[str, list[KeyDoc]]]:
-    from arena.analysis.report import KEYS
-
-    meaning = {"name": "the sweep (results_dir/sweeps/<name>); required", "results_dir": "where the sweeps are",
-               "baseline": "the arm the others are compared with", "allow_mixed": "report runs of mixed code/configs",
-               "wandb": "also log the tables and figures to W&B",
-               "min_effect": "points: the difference a \"no difference\" verdict must rule out (docs/methods.md, Statistics)",
-               "evals": "instead of a sweep: the table of every `arena eval` run under results_dir/evals/ (docs/eval.md)"}
-    defaults = {"results_dir": "results", "allow_mixed": False, "wandb": False, "evals": False, "min_effect": 5.0}
-    return [("Keys", [KeyDoc(k, defaults.get(k), meaning.get(k, "")) for k in KEYS])]
-
-
-def _findings_sections() -> list[tuple[str, list[KeyDoc]]]:
-    from arena.analysis.findings import KEYS
-
-    meaning = {"results_dir": "read every sweep under results_dir/sweeps/ (its report runs)",
-               "csv": "instead: committed run tables, one <name>_runs.csv file or a folder of them (docs/findings)",
-               "out": "also write out/findings.md and out/findings.csv",
-               "min_effect": "points: the difference a 'no difference' verdict must rule out"}
-    defaults = {"results_dir": "results", "min_effect": 5.0}
-    return [("Keys", [KeyDoc(k, defaults.get(k), meaning[k]) for k in KEYS])]
+REPORT_KEYS = {"name": ("the sweep (results_dir/sweeps/<name>); required", None),
+               "results_dir": ("where the sweeps are", "results"),
+               "baseline": ("the arm the others are compared with", None),
+               "allow_mixed": ("report runs of mixed code/configs; valid: true | false", False),
+               "wandb": ("also log the tables and figures to W&B; valid: true | false", False),
+               "evals": ("instead of a sweep: the table of every `arena eval` run under results_dir/evals/ "
+                         "(docs/eval.md); valid: true | false", False),
+               "min_effect": ("points: the difference a \"no difference\" verdict must rule out "
+                              "(docs/methods.md, Statistics)", 5.0)}
+FINDINGS_KEYS = {"results_dir": ("read every sweep under results_dir/sweeps/ (its report runs)", "results"),
+                 "csv": ("instead: committed run tables, one <name>_runs.csv file or a folder of them "
+                         "(docs/findings)", None),
+                 "out": ("also write out/findings.md and out/findings.csv", None),
+                 "min_effect": ("points: the difference a \"no difference\" verdict must rule out", 5.0)}
 
 
-def _eval_sections() -> list[tuple[str, list[KeyDoc]]]:
+def _keys_from_source(module_file: str, docs: dict[str, tuple[str, object]]) -> list[tuple[str, list[KeyDoc]]]:
+    """The KEYS of arena/analysis/<module_file> (read from its source: it imports pandas), documented."""
+    keys = dict_literal_keys(ARENA_DIR / "analysis" / module_file, "KEYS")
+    return [("Keys", [KeyDoc(k, docs.get(k, ("", None))[1], docs.get(k, ("", None))[0]) for k in keys])]
+
+
+def _report_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
+    return _keys_from_source("report.py", REPORT_KEYS)
+
+
+def _findings_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
+    return _keys_from_source("findings.py", FINDINGS_KEYS)
+
+
+def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
     from arena.evaluation import options
 
     own = dict_docs(options, "DEFAULTS") + [KeyDoc("n", None, "eval episodes (eval.n)"),
-                                             KeyDoc("seed", 0, "the first held-out episode")]
-    return [("Eval keys", own), *_run_sections()]
+                                             KeyDoc("seed", 0, "the first held-out episode (the run config's seed)")]
+    return [("Eval keys", own), (GROUPS_TITLE, config_groups(args)),
+            (_RUN_TITLE, run_keys(args, leave_out=("seed",)))]
 
 
-def _serve_sections() -> list[tuple[str, list[KeyDoc]]]:
+def _serve_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
     from arena.evaluation import options
 
     return [("Keys", dict_docs(options, "SERVE_DEFAULTS"))]
@@ -113,13 +166,14 @@ VERB_HELP: dict[str, VerbHelp] = {
                    "config and print its report.", _run_sections),
     "sweep": VerbHelp("arena sweep dimension=NAME [key=value ...] [--dry-run]",
                       "Run every arm x env x seed cell of a grid that is not done, then print its table. Keys not "
-                      "listed under Sweep keys are run config keys given to every cell.",
-                      lambda: [("Sweep keys", _sweep_keys()), *_run_sections()]),
+                      "listed under Sweep keys are run config keys given to every cell; a key an arm of the grid "
+                      "sets is refused (the arm's value would win).",
+                      lambda args=(): [("Sweep keys", _sweep_keys()), *_sweep_run_sections(args)]),
     "search": VerbHelp("arena search method=NAME [key=value ...] [--dry-run]",
                        "A one-arm sweep with the stability search on (search.*).", _search_sections),
     "status": VerbHelp("arena status name=NAME [results_dir=...]", "A sweep's state read from disk alone.",
-                       lambda: [("Keys", [KeyDoc("name", None, "the sweep; required"),
-                                          KeyDoc("results_dir", "results", "where the sweeps are")])]),
+                       lambda args=(): [("Keys", [KeyDoc("name", None, "the sweep; required"),
+                                                  KeyDoc("results_dir", "results", "where the sweeps are")])]),
     "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.", _report_sections),
     "findings": VerbHelp("arena findings [results_dir=DIR | csv=PATH] [out=DIR]",
                          "The paper's findings tested on the sweeps of a results dir: for each comparison, the "
@@ -127,7 +181,7 @@ VERB_HELP: dict[str, VerbHelp] = {
                          "budget and commit; a comparison no sweep holds names the command that makes it "
                          "(docs/testbed.md, Findings table).", _findings_sections),
     "methods": VerbHelp("arena methods [method=NAME]", "The method presets with their resolved members and "
-                        "hyperparameters.", lambda: [("Keys", _methods_key())]),
+                        "hyperparameters.", lambda args=(): [("Keys", _methods_key())]),
     "envs": VerbHelp("arena envs play|check env=NAME [key=value ...]", "Play an environment by hand or check its "
                      "expert.", _envs_sections),
     "verl-config": VerbHelp("arena verl-config key=value ... [verl.<dotted.path>=value ...]",
@@ -144,19 +198,26 @@ def _value(value) -> str:
     return "-" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def help_text(verb: str) -> str:
-    """The full `arena <verb> --help` text."""
+def help_text(verb: str, args: Sequence[str] = ()) -> str:
+    """The full `arena <verb> --help` text; `args`, the command line's other keys, choose the
+    env and budget whose values the run config keys show."""
     h = VERB_HELP[verb]
     lines = [f"usage: {h.usage}", "", h.summary, "", "Exit codes: 0 success; 1 a run failed; 2 bad input (nothing run)."]
-    for title, keys in h.sections():
+    for title, keys in h.sections(list(args)):
         width = min(34, max(len(f"{k.key}={_value(k.default)}") for k in keys) + 2)
-        lines += ["", f"{title} (key=default  meaning):"]
-        lines += [f"  {f'{k.key}={_value(k.default)}':{width}s}{k.doc}" for k in keys]
+        lines += ["", f"{title}:" if "(" in title else f"{title} (key=default  meaning):"]
+        for k in keys:  # a long value (env.kwargs={...}) gets its meaning on the next line
+            if k.key == NOTE:
+                lines.append(f"  {k.doc}")
+                continue
+            pair = f"{k.key}={_value(k.default)}"
+            lines += [f"  {pair:{width}s}{k.doc}"] if len(pair) < width else [f"  {pair}", f"  {'':{width}s}{k.doc}"]
     return "\n".join(lines)
 
 
 def overview() -> str:
     """`arena --help`: the verbs, one line each."""
     width = max(map(len, VERB_HELP)) + 2
-    return "\n".join(["usage: arena <verb> key=value ...   (arena <verb> --help: its keys)", "", "verbs:"]
+    return "\n".join(["usage: arena <verb> key=value ...   (arena <verb> --help: its keys; arena --version)", "",
+                      "verbs:"]
                      + [f"  {verb:{width}s}{h.summary.split('. ')[0].rstrip('.')}" for verb, h in VERB_HELP.items()])

@@ -18,7 +18,7 @@ def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
     cases = [
         (["frobnicate"], "valid: sweep, status"),
         (["methods", "method=gpro"], "valid: grpo"),
-        (["train", "stepz=3"], "valid keys"),
+        (["train", "stepz=3"], "did you mean steps?"),
         (["train", "backend=jax"], "valid: embedded, verl"),
         (["envs", "dance"], "valid subcommands: play, check"),
         (["envs", "check", "env=nope"], "valid: alfworld"),

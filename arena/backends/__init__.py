@@ -16,7 +16,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from arena.backends.verl.launch import describe_missing, missing_packages
+from arena.backends.verl.launch import describe_missing, missing_for_training, missing_packages
 from arena.config import BadConfig, check_env_available
 
 
@@ -30,6 +30,25 @@ def verl_missing_message(cfg) -> Optional[str]:
     The GPU itself is checked when the run starts (a sweep's driver may be a GPU-less login node)."""
     missing = missing_packages(cfg)
     return describe_missing(missing) if missing else None
+
+
+def embedded_here_problem(cfg) -> Optional[str]:
+    """device=cuda needs a CUDA GPU that torch can use on the machine the run runs on."""
+    if str(cfg.device) != "cuda":
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return (f"device=cuda, but torch {torch.__version__} finds no CUDA GPU here (its CUDA build: "
+            f"{torch.version.cuda or 'none, a CPU build'}); valid: device=cpu, or a machine with a GPU")
+
+
+def verl_here_problem(cfg) -> Optional[str]:
+    """What verl's run_training checks first: its packages, the GPUs of device=cuda, a CPU rollout
+    engine for device=cpu."""
+    missing = missing_for_training(cfg)
+    return describe_missing(missing, cfg) if missing else None
 
 
 def no_config_problem(cfg) -> Optional[str]:
@@ -57,6 +76,9 @@ class Backend:
     missing_message: Callable[[object], Optional[str]]
     # cfg -> the exit-2 message naming a key this backend cannot honour, or None
     config_problem: Callable[[object], Optional[str]] = no_config_problem
+    # cfg -> the exit-2 message naming what this machine lacks to run it now (a GPU), or None:
+    # checked by `arena train` before any work, not by a sweep's driver (often a GPU-less login node)
+    here_problem: Callable[[object], Optional[str]] = no_config_problem
     # Sweep cells run as `python -m <child_module> <cell>/<child_config>` in a child process
     # (None: in the job's own process, cell after cell)
     child_module: Optional[str] = None
@@ -77,12 +99,12 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     "embedded": Backend(
         name="embedded", train_entry="arena.backends.embedded.run:run_training",
-        missing_message=nothing_missing, sweep_bc_stage=True),
+        missing_message=nothing_missing, here_problem=embedded_here_problem, sweep_bc_stage=True),
     # Each verl run starts and stops its own Ray head and vLLM servers, which must not outlive
     # (or leak into) the next cell of a worker: its cells run in a child process.
     "verl": Backend(
         name="verl", train_entry="arena.backends.verl.main:run_training",
-        missing_message=verl_missing_message, config_problem=verl_config_problem,
+        missing_message=verl_missing_message, config_problem=verl_config_problem, here_problem=verl_here_problem,
         child_module="arena.backends.verl.main"),
 }
 

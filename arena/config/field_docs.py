@@ -18,6 +18,7 @@ import inspect
 import io
 import tokenize
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -89,3 +90,14 @@ def dict_docs(module: Any, name: str) -> list[KeyDoc]:
             return [KeyDoc(k.value, values[k.value], _doc_at(k.lineno, comments))
                     for k in node.value.keys if isinstance(k, ast.Constant)]
     raise ValueError(f"{module.__name__}.{name} is not a dict literal at module level")
+
+
+def dict_literal_keys(path: Path, name: str) -> list[str]:
+    """The string keys (or items) of the module-level dict (or tuple) literal `name` in the
+    Python file `path`, read without importing it (its module may import torch or pandas)."""
+    for node in ast.parse(Path(path).read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == name:
+            items = node.value.keys if isinstance(node.value, ast.Dict) else getattr(node.value, "elts", [])
+            return [k.value for k in items if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    raise ValueError(f"{path}: no module-level literal {name}")

@@ -6,6 +6,7 @@ turns it into exit code 2.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -43,6 +44,12 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
 
 
+@functools.lru_cache(maxsize=1)
+def valid_keys() -> tuple[str, ...]:
+    """Every key of the schema (dotted), the config groups and the open namespaces' roots."""
+    return (*GROUPS, *_valid_keys())
+
+
 def _valid_keys(node: Any = None, prefix: str = "") -> list[str]:
     node = OmegaConf.structured(RunConfig) if node is None else node
     keys = []
@@ -61,19 +68,38 @@ def _normalise(overrides: Iterable[str] | Mapping[str, Any]) -> list[str]:
     out = []
     for ov in overrides:
         key = ov.split("=", 1)[0].lstrip("+~")
-        if "=" not in ov:
+        if "=" not in ov and not ov.startswith("~"):
             raise BadConfig(f"expected key=value, got {ov!r}")
+        check_key(key)
         if key.startswith(OPEN_NAMESPACES) and not ov.startswith("+"):
             ov = "++" + ov  # open dicts: add or replace
         out.append(ov)
     return out
 
 
+def check_key(key: str) -> None:
+    """BadConfig for a key no run reads, before Hydra sees it: `hydra.*` (Hydra's app settings,
+    which compose ignores), `launcher.*` (a launcher's settings live in its file), and a key
+    outside the schema, `+foo=1` included (Hydra would add it: it would do nothing, yet change
+    every cell id). The message names the close matches only."""
+    from .args import hydra_key_message, unknown_key_message
+
+    if key == "hydra" or key.startswith("hydra."):
+        raise BadConfig(hydra_key_message(key))
+    if key.startswith("launcher."):  # (config/launchers.py reads those files; it imports this module)
+        raise BadConfig(f"{key}: a launcher's settings live in its file, configs/launcher/<name>.yaml, and launcher= "
+                        f"takes the file's name (valid: {', '.join(group_options('launcher'))}); to change one, copy "
+                        f"configs/launcher/slurm.yaml to configs/launcher/<mine>.yaml, edit it, and pass launcher=<mine>")
+    if key in valid_keys() or key.startswith(OPEN_NAMESPACES):
+        return
+    raise BadConfig(unknown_key_message(key, valid_keys()))
+
+
 def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig:
     """Compose `configs/config.yaml` + overrides against the schema; BadConfig on bad input."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
     from .store import register
 
@@ -81,6 +107,10 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
     overrides = _normalise(overrides)
     for ov in overrides:
         key, _, value = ov.lstrip("+~").partition("=")
+        if key in GROUPS and "," in value and value not in group_options(key):
+            from .args import comma_list_message
+
+            raise BadConfig(comma_list_message(key, value))
         if key in GROUPS and value not in group_options(key):
             raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(group_options(key))}")
     GlobalHydra.instance().clear()
@@ -89,16 +119,29 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
             cfg = compose("config", overrides=overrides)
     except MissingConfigException as exc:
         raise BadConfig(str(exc).split("\nConfig search path")[0]) from exc
+    except OverrideParseException as exc:  # e.g. a value with a space or a bracket, unquoted
+        raise BadConfig(f"not an override arena can parse: {str(exc).splitlines()[0]}; valid: key=value, with "
+                        f"values holding spaces or special characters in quotes (key='a b')") from exc
     except ConfigCompositionException as exc:
-        msg = str(exc).split("\n")[0]
-        cause = f": {exc.__cause__}" if exc.__cause__ else ""
-        if "Could not override" in msg:
-            raise BadConfig(f"{msg.split(chr(10))[0]} (unknown key); valid keys: {', '.join(_valid_keys())}") from exc
-        raise BadConfig(f"{msg}{cause}".split("\n    full_key")[0]) from exc
+        raise BadConfig(_composition_message(exc)) from exc
     finally:
         GlobalHydra.instance().clear()
     validate(cfg)
     return cfg
+
+
+def _composition_message(exc: Exception) -> str:
+    """Hydra's ConfigCompositionException as the one line a person needs."""
+    from .args import comma_list_message, unknown_key_message
+
+    msg = str(exc).split("\n")[0]
+    cause = f": {exc.__cause__}" if exc.__cause__ else ""
+    if msg.startswith("Ambiguous value for argument"):  # `po.method=grpo,gspo`: Hydra's multirun syntax
+        key, _, value = msg.split("'", 2)[1].partition("=")
+        return comma_list_message(key, value)
+    if "Could not override" in msg:
+        return unknown_key_message(msg.split("'")[1], valid_keys())
+    return f"{msg}{cause}".split("\n    full_key")[0]
 
 
 def validate(cfg: DictConfig) -> None:
@@ -108,6 +151,7 @@ def validate(cfg: DictConfig) -> None:
     BadConfig names the valid choices."""
     from .ranges import RangeError, check_env_kwargs, check_ranges
 
+    canonical_method(cfg)
     for key, valid in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in valid:
@@ -122,6 +166,17 @@ def validate(cfg: DictConfig) -> None:
         raise BadConfig(f"sort_micro_batches=true needs po.agg_norm=global (got {cfg.po.agg_norm}: its "
                         "denominators depend on which rows share a micro-batch); valid: po.agg_norm=global, "
                         "or sort_micro_batches=false")
+
+
+def canonical_method(cfg: DictConfig) -> None:
+    """`po.method=SAPO_SM` is `po.method=sapo_sm`: method names are matched case-insensitively
+    (the papers and the README write them in capitals) and stored as the preset's own name, so
+    the cell id is the same whichever case was typed."""
+    from arena.po.methods import METHODS
+
+    method = cfg.po.method
+    if isinstance(method, str) and method not in METHODS:
+        cfg.po.method = next((name for name in METHODS if name.lower() == method.lower()), method)
 
 
 def check_env_available(cfg: DictConfig) -> None:

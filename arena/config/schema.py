@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 # Keys with a fixed set of values (checked by load_config; the modules that use them say why).
 CHOICES = {
     "backend": ("embedded", "verl"),  # the rows of arena.backends.BACKENDS
+    "device": ("cpu", "cuda"),  # torch's device types arena runs on
     "bc.source": ("expert", "rejection"),
     "model.size": ("tiny", "small", "medium"),
     "model.tokenizer": ("word", "bpe", "wordlevel"),
@@ -75,7 +76,7 @@ class EvalConfig:
 @dataclass
 class BCConfig:
     demos: int = 1000  # expert episodes
-    steps: int = 600  # Sokoban: ~38% greedy success, headroom for RL (docs/testbed.md)
+    steps: int = 600  # SFT steps; with a band, the most the band stop may take (each budget sets its own: --help shows it)
     lr: float = 1e-3  # BC learning rate
     batch_size: int = 64  # BC sequences per step
     source: str = "expert"  # expert | rejection

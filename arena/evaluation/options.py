@@ -21,14 +21,14 @@ MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
 # eval-only keys and their defaults (docs/eval.md, Keys)
 DEFAULTS: dict[str, Any] = {
-    "policy": "checkpoint",
-    "paradigm": "sla",
+    "policy": "checkpoint",  # what plays: checkpoint (model.path, run here) | openai (an OpenAI-compatible endpoint)
+    "paradigm": "sla",  # sla (one agent) | debate | aggressive_debate (agents that see each other's answers; policy=openai)
     "model": None,  # policy=openai: the model name sent to the endpoint
-    "base_url": "https://api.openai.com/v1",
+    "base_url": "https://api.openai.com/v1",  # policy=openai: the endpoint, an http:// or https:// URL
     "api_key_env": "OPENAI_API_KEY",  # "" = send no key (a local `arena serve`)
     "label": None,  # the row name in the report table; default: the model name / checkpoint folder
-    "debate.agents": 3,
-    "debate.rounds": 2,
+    "debate.agents": 3,  # paradigm=*debate: agents per episode, an integer >= 2
+    "debate.rounds": 2,  # paradigm=*debate: rounds of answers, an integer >= 1
     "concurrency": 4,  # episodes (so requests) in flight at once
     "retry.max": 5,  # retries after the first attempt of one request
     "retry.backoff": 0.5,  # seconds; exponential backoff with jitter when no Retry-After is given
@@ -39,8 +39,16 @@ DEFAULTS: dict[str, Any] = {
     "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
     "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
 }
-SERVE_DEFAULTS: dict[str, Any] = {"model.path": None, "port": 8000, "host": "127.0.0.1", "served_name": None,
-                                  "device": "cpu", "max_tokens": None}
+# `arena serve` keys and their defaults (docs/eval.md, arena serve)
+SERVE_DEFAULTS: dict[str, Any] = {
+    "model.path": None,  # required: a local checkpoint folder (an arena or Hugging Face model)
+    "port": 8000,  # the TCP port, an integer in 0..65535
+    "host": "127.0.0.1",  # the address to bind; there is no authentication, so 0.0.0.0 only on a trusted network
+    "served_name": None,  # the model id clients send and /v1/models lists; default: the folder's name
+    "device": "cpu",  # cpu | cuda
+    "max_tokens": None,  # a reply's token limit when the request names none; default 256 (an integer >= 1)
+}
+SERVE_DEVICES = ("cpu", "cuda")
 OPENAI_MAX_TOKENS = 1024
 
 

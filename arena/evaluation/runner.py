@@ -227,6 +227,14 @@ def eval_main(args: dict, log: Callable = print) -> int:
         if client is not None:
             client.close()
         return EXIT_BAD_INPUT
+    from arena.runs.run_log import recording
+
+    with recording(run.path):  # command.txt and run.log, as every run folder (arena.runs.run_log)
+        return _evaluate(run, cfg, options, client, t0, log)
+
+
+def _evaluate(run: RunFolder, cfg, options: EvalOptions, client, t0: float, log: Callable) -> int:
+    """The episodes of an eval not cached yet, then its summary; closes `client`."""
     done = run.summary() if run.done else None
     if done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed):
         log(f"[eval] already done: {run.summary_file}")

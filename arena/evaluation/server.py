@@ -77,12 +77,16 @@ def build_app(local, served_name: str, *, default_max_tokens: int = DEFAULT_MAX_
 
 def serve_main(args: dict, log=print) -> int:
     """`arena serve` (module docstring). Returns 2 on bad input, after printing why."""
-    from .options import SERVE_DEFAULTS, BadEvalInput, checkpoint_dir
+    from arena.config.args import unknown_key_message
+
+    from .options import SERVE_DEFAULTS, SERVE_DEVICES, BadEvalInput, checkpoint_dir
 
     try:
         unknown = sorted(set(args) - set(SERVE_DEFAULTS))
         if unknown:
-            raise BadEvalInput(f"unknown key(s) {unknown} for 'arena serve'; valid: {', '.join(SERVE_DEFAULTS)}")
+            raise BadEvalInput(unknown_key_message(unknown[0], SERVE_DEFAULTS))
+        if args.get("device", "cpu") not in SERVE_DEVICES:
+            raise BadEvalInput(f"unknown device {args['device']!r}; valid: {', '.join(SERVE_DEVICES)}")
         o = {**SERVE_DEFAULTS, **args}
         model_dir = checkpoint_dir(str(o["model.path"])) if o["model.path"] else None  # a run folder -> its policy
         if model_dir is None or not model_dir.is_dir():

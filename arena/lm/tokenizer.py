@@ -1,9 +1,10 @@
 """A tiny tokenizer trained locally on the environments' text.
 
-Two kinds, both byte-level BPE (so every string encodes, nothing maps to `<unk>`, and
-`decode(encode(x)) == x` exactly):
+Three kinds; `word` and `bpe` are byte-level BPE (so every string encodes, nothing maps to
+`<unk>`, and `decode(encode(x)) == x` exactly). A run's default is `wordlevel` (the schema's
+`model.tokenizer`); `build_tokenizer` called on its own defaults to `word`.
 
-- `word` (default): the text is first split into words (with their leading space, as in
+- `word`: the text is first split into words (with their leading space, as in
   " push"), and every other character stands alone — grid rows such as "#_OXP#" become one
   token per cell, digits one token each. BPE merges only inside words, so with a few hundred
   merges each frequent word is a single token and rare words fall back to pieces.
@@ -18,8 +19,9 @@ Two kinds, both byte-level BPE (so every string encodes, nothing maps to `<unk>`
 Measured on 300 synthetic Sokoban prompts (random 6x6 grids, ~150 characters) with
 vocab_size=512: `word` 75.6 tokens per prompt, and its vocabulary stops at 373 entries (no pair
 left to merge); `bpe` 60.2 tokens with all 512 entries, because it merges random runs of grid
-cells into opaque tokens. `word` is the default: a few more tokens, but one token per cell,
-which keeps the board's layout readable for a small model.
+cells into opaque tokens. `word` beats `bpe`: a few more tokens, but one token per cell, which
+keeps the board's layout readable for a small model; `wordlevel` keeps those pieces with a
+vocabulary of tens of tokens.
 
 `<think>`, `</think>`, `<action>`, `</action>` are single tokens that `decode` keeps
 (added tokens, not "special"), while `<pad>`, `<eos>`, `<unk>` are special tokens that

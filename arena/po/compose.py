@@ -89,12 +89,18 @@ class ResolvedPO:
 
 
 def check_hp(members: Mapping[str, str], hp: Mapping[str, Any]) -> None:
-    """ValueError naming the keys of `hp` that none of `members` ({dimension: name}) takes."""
+    """ValueError naming the keys of `hp` that none of `members` ({dimension: name}) takes, or
+    a value whose type the member's signature does not take."""
     accepted = {k for dim, name in members.items() for k in DIMENSIONS[dim].hyperparameters(name)}
     bad = sorted(set(hp) - accepted)
     if bad:
         chosen = ", ".join(f"{dim}={name}" for dim, name in members.items())
         raise ValueError(f"unknown hyperparameter(s) {bad} for {chosen}; valid: {', '.join(sorted(accepted)) or '(none)'}")
+    for dim, name in members.items():  # po.hp.eps_high=abc: refused here, not in every cell after BC
+        for key in sorted(set(hp) & set(DIMENSIONS[dim].hyperparameters(name))):
+            problem = DIMENSIONS[dim].hp_type_problem(name, key, hp[key])
+            if problem:
+                raise ValueError(problem)
 
 
 def resolve(po: Optional[Mapping[str, Any]] = None, po_defaults: Optional[Mapping[str, Any]] = None) -> ResolvedPO:

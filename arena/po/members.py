@@ -19,6 +19,12 @@ from typing import Any, Callable, Iterable, Mapping
 Member = Callable[..., Any]
 
 
+# The Python types a hyperparameter of each annotation accepts (bool is an int in Python: it
+# is refused where a number is meant, by hp_type_problem).
+HP_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
+HP_TYPE_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "str": "a string"}
+
+
 class UnknownMember(ValueError, KeyError):
     """A name that is not in a registry (a ValueError for callers, a KeyError for dict users)."""
 
@@ -70,6 +76,19 @@ class Registry(dict):
             raise ValueError(
                 f"unknown hyperparameter(s) {bad} for {self.dimension}={name}; valid: {', '.join(valid) or '(none)'}"
             )
+
+    def hp_type_problem(self, name: str, key: str, value: Any) -> str | None:
+        """Why `value` does not fit hyperparameter `key` of `name`, judged by its annotation
+        (`eps_high: float = 0.2`), or by its default's type when it has none; None when it fits.
+        An int fits a float; a bool fits only a bool."""
+        param = inspect.signature(self[name]).parameters[key]
+        kind = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
+        if kind not in HP_TYPES and param.default is not None:
+            kind = type(param.default).__name__
+        allowed = HP_TYPES.get(kind)
+        if allowed is None or (isinstance(value, allowed) and (kind == "bool" or not isinstance(value, bool))):
+            return None
+        return f"po.hp.{key}={value!r} is not {HP_TYPE_WORDS[kind]} ({self.dimension}={name} takes {key}: {kind})"
 
     def with_defaults(self, name: str, hp: Mapping[str, Any]) -> dict[str, Any]:
         """name's hyperparameters: its defaults overridden by `hp` (unknown keys raise)."""

@@ -7,11 +7,12 @@
     <results_dir>/sweeps/<name>/report/              the report
 
 A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/, steps/, policy/ and
-error.txt (RunFolder). The trained policy leaves the run as Hugging Face model folders (model and
-tokenizer, loadable by `transformers` alone; arena/runs/policy.py):
+error.txt (RunFolder), command.txt and run.log (run_log.py). The trained policy leaves the run as
+Hugging Face model folders (model and tokenizer, loadable by `transformers` alone; arena/runs/policy.py):
 
     <run>/steps/<step>/    the policy at each saved step (every save_freq steps and the last)
     <run>/policy/          the final policy, written before summary.json
+
 `name` and arm names become path parts, so they must be safe names (`check_name`).
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
+COMMAND_FILE = "command.txt"  # the command line of each start (run_log.py)
+RUN_LOG_FILE = "run.log"  # what the run printed (run_log.py)
 CKPT_DIR = "ckpt"
 STEPS_DIR = "steps"  # <step>/: the HF model folder of each saved step
 POLICY_DIR = "policy"  # the HF model folder of the final policy

@@ -51,6 +51,12 @@ def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: O
 
         print_plan(plan, options, log=log)
         return EXIT_OK
+    from .launchers import launcher_config
+    from .run_overrides import launcher_missing
+
+    missing = launcher_missing(launcher_config(options.launcher)["kind"])
+    if missing:  # before the manifest is written
+        return _bad("sweep", missing)
     if plan.auto is None:
         log(f"[sweep] {plan.name}: {len(plan.cells)} cells ({len(plan.arms)} arms x {len(plan.envs)} envs x "
             f"{len(plan.seeds)} seeds) -> {plan.sweep_dir}")
@@ -80,11 +86,13 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
             method = value
         else:
             rest.append(arg)
+    method = next((name for name in METHODS if method and name.lower() == method.lower()), method)  # SAPO_SM
     if method not in METHODS:
         return _bad("search", ValueError(f"method={method!r}: valid methods: {', '.join(METHODS)}"))
     if any(a.startswith(("dimension=", "grid=")) for a in rest):
-        return _bad("search", ValueError("arena search takes method=NAME, not dimension= or grid="))
-    budget = next((a.partition("=")[2] for a in rest if a.startswith("budget=")), "default")
+        return _bad("search", ValueError("takes method=NAME, not dimension= or grid="))
+    # the last budget= wins, as in Hydra and in the sweep's own name (sweep._budget)
+    budget = next((a.partition("=")[2] for a in reversed(rest) if a.startswith("budget=")), "default")
     if not any(a.startswith("name=") for a in rest):
         rest.append(f"name=search-{method}-{budget}")
     return sweep_main([f"dimension=search-{method}", "search.enabled=true", *rest], train_fn=train_fn, bc_fn=bc_fn,
@@ -104,7 +112,7 @@ def status_main(args: list[str], log: Callable = print) -> int:
             return _bad("status", ValueError(f"bad argument {arg!r}; valid keys: name, results_dir"))
         opts[key] = value
     if "name" not in opts:
-        return _bad("status", ValueError("arena status needs name=SWEEP; valid keys: name, results_dir"))
+        return _bad("status", ValueError("needs name=SWEEP; valid keys: name, results_dir"))
     try:
         check_name("name", opts["name"])  # a folder under results_dir/sweeps, never a path
         lines = status_lines(opts.get("results_dir", "results"), opts["name"])

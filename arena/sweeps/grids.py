@@ -115,6 +115,10 @@ def parse_seeds(value: Any) -> list[int]:
 
 def parse_envs(value: Any) -> list[str]:
     """`sokoban` -> ['sokoban']; `[sokoban, alfworld]` -> both."""
+    if isinstance(value, str) and "," in value:  # `envs=sokoban,shop`: Hydra's multirun syntax
+        from arena.config.args import comma_list_message
+
+        raise ValueError(comma_list_message("env", value))
     if isinstance(value, str) and value:
         return [value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(e, str) for e in value):

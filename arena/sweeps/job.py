@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from arena.backends import backend_of
 from arena.runs.folder import RunFolder
 from arena.runs.layout import SUMMARY_FILE
+from arena.runs.run_log import recording
 
 from .ledger import BUSY, DONE, FAILED, CellLock
 
@@ -77,7 +78,8 @@ def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
         if run.error_file.exists():  # a retry: keep the old traceback aside, not as this run's
             os.replace(run.error_file, run.path / f"error.{int(time.time())}.prev.txt")
         try:
-            code = (train_fn or default_train_fn)(cfg)
+            with recording(run.path):  # command.txt and run.log (arena.runs.run_log)
+                code = (train_fn or default_train_fn)(cfg)
         except Exception:
             run.write_error(traceback.format_exc())
             return FAILED

@@ -36,8 +36,11 @@ def provenance_env() -> dict[str, str]:
     """Recorded once by the driver at submit time; jobs read it (arena.runs.provenance)."""
     from arena.runs.provenance import git_state
 
+    from arena.runs.run_log import COMMAND_ENV, current_command
+
     sha, dirty = git_state()
-    return {"ARENA_GIT_SHA": sha or "", "ARENA_GIT_DIRTY": "1" if dirty else "0"}
+    # the sweep's command line, which each cell's command.txt records (arena.runs.run_log)
+    return {"ARENA_GIT_SHA": sha or "", "ARENA_GIT_DIRTY": "1" if dirty else "0", COMMAND_ENV: current_command()}
 
 
 def _outcome(job, cell: Cell) -> str:

@@ -81,7 +81,7 @@ def _dimension(sweep: dict, arms: Optional[list]) -> str:
         if value not in (None, ""):
             return str(value)
     if sweep.get("grid") in (None, ""):
-        raise ValueError("arena sweep needs dimension=NAME (or grid=PATH); valid dimensions: "
+        raise ValueError("needs dimension=NAME (or grid=PATH); valid dimensions: "
                          + ", ".join(available_dimensions()))
     return Path(str(sweep["grid"])).stem
 
@@ -120,6 +120,9 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     sources: list[str] = []
     if arms is None:
         arms, sources = load_grid_located(dimension if "grid" not in sweep else None, path=sweep.get("grid"))
+    from .run_overrides import check_run_overrides
+
+    check_run_overrides(run, arms, sources, dimension, SWEEP_KEYS)  # seed=, a key an arm sets, a typo
     launcher = str(sweep.get("launcher", "local"))
     if launcher not in launcher_names():
         raise ValueError(f"unknown launcher {launcher!r}; valid: {', '.join(launcher_names())}")

@@ -23,7 +23,7 @@ def test_seq_mask_none_turns_the_preset_mask_off():
 @pytest.mark.parametrize(
     "override, fragment",
     [
-        ("stepz=3", "valid keys: "),
+        ("stepz=3", "unknown key 'stepz'; did you mean steps?"),
         ("env=nope", "valid: alfworld, household, sanity, .*sokoban, tir_math"),  # sorted, new envs in between
         ("steps=-3", r"steps=-3 is out of range; valid: an integer >= 1"),
         ("seed=-1", r"seed=-1 is out of range; valid: an integer >= 0"),

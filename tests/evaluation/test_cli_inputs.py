@@ -53,7 +53,7 @@ def test_out_holding_another_eval_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     ([], "model.path=None: expected a checkpoint folder"),
     (["model.path=/no/such"], "expected a checkpoint folder"),
-    (["prot=1"], "unknown key(s) ['prot'] for 'arena serve'; valid: model.path, port"),
+    (["prot=1"], "unknown key 'prot'; did you mean port?"),
 ])
 def test_serve_bad_input_exits_2(args, message, capsys):
     assert main(["serve", *args]) == 2

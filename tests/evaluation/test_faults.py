@@ -38,6 +38,8 @@ def test_every_episode_accounted_for_under_faults(fake_key, tmp_path):
     assert sorted(records) == list(range(6)) and summary["n_eval"] == 6
     # each retryable fault costs exactly one retry; the 200s are never retried
     assert summary["retries"] == 5 and summary["malformed_replies"] == 1
+    # the eval's folder records what made it, as every run folder (arena.runs.run_log)
+    assert (tmp_path / "e" / "command.txt").read_text().count("\n") == 1 and (tmp_path / "e" / "run.log").is_file()
     # every attempt the server saw is one request or one retry of some episode
     assert len(server.log) == summary["requests"] + summary["retries"]
     # the good reply is format-valid; only the malformed and the truncated turns are not

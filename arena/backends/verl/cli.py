@@ -1,12 +1,11 @@
 """`arena verl-config key=value ...`: print the verl trainer config of a run (exit 0), or the
-error with the valid choices (exit 2). Keys `verl.<dotted.path>=value` go into verl's config."""
+error with the valid choices (exit 2, `arena verl-config: <message>` like every verb). Keys
+`verl.<dotted.path>=value` go into verl's config."""
 from __future__ import annotations
-
-import sys
 
 import yaml
 
-from arena.cli_errors import EXIT_BAD_INPUT, EXIT_OK
+from arena.cli_errors import EXIT_OK, print_bad_input
 
 
 def verl_config_main(args: list[str]) -> int:
@@ -18,8 +17,7 @@ def verl_config_main(args: list[str]) -> int:
     for arg in args:
         key, sep, raw = arg.partition("=")
         if not sep:
-            print(f"error: expected key=value, got {arg!r}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return print_bad_input("verl-config", f"expected key=value, got {arg!r}")
         if key.startswith("verl."):
             extra[key[len("verl."):]] = yaml.safe_load(raw) if raw else raw  # YAML scalar or list
         else:
@@ -30,7 +28,6 @@ def verl_config_main(args: list[str]) -> int:
 
         verl_cfg = build_verl_config(cfg, extra)
     except ValueError as exc:  # BadConfig is a ValueError
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return print_bad_input("verl-config", exc)
     print(OmegaConf.to_yaml(verl_cfg), end="")
     return EXIT_OK
