@@ -67,10 +67,11 @@ def _candidates(mode: str) -> list[tuple]:
     return out
 
 
-def _namespace_options() -> list[tuple[bool, bool]]:
-    """(read-only mounts, seccomp) to try under namespaces: read-only where mount_setattr
-    exists (Linux >= 5.12); no seccomp (the network namespace already has no network)."""
-    return [(True, False), (False, False)]
+def _namespace_options(seccomp: list[bool]) -> list[tuple[bool, bool]]:
+    """(read-only mounts, seccomp) to try under namespaces, strongest first: read-only where
+    mount_setattr exists (Linux >= 5.12); seccomp where libseccomp is installed (no unix
+    sockets or keyring: the namespaces cover neither)."""
+    return list(itertools.product([True, False], seccomp))
 
 
 def _probe(plan: Plan) -> Optional[bool]:
@@ -94,7 +95,7 @@ def _plan(mode: str) -> Plan:
         tried = []
         for prefix, drops in _candidates(mode):
             for interpreter in _interpreter_candidates():
-                options = _namespace_options() if prefix else [(False, s) for s in seccomp]
+                options = _namespace_options(seccomp) if prefix else [(False, s) for s in seccomp]
                 for drop, use_landlock, (read_only, use_seccomp) in itertools.product(drops, landlock, options):
                     plan = Plan(prefix, interpreter, drop, use_landlock, use_seccomp, read_only)
                     ok = _probe(plan)
