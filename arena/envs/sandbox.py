@@ -2,10 +2,12 @@
 
 Per call: a fresh `python -I -S` in its own process group; where possible inside
 `unshare --net --pid --ipc --fork --kill-child --mount-proc` (no network, private pid and
-SysV IPC namespaces, private size-limited tmpfs over the world-writable dirs); as root,
+IPC namespaces, private size-limited tmpfs over /run and the world-writable dirs); as root,
 under a dedicated unprivileged uid; Landlock (read only system dirs, write only the work
-dir, no TCP, no signal or ptrace out of the sandbox) where the kernel has it; rlimits; a
-wall-clock timeout that SIGKILLs everything; capped output. docs/sandbox.md, "Modes", says
+dir, no TCP, no signal or ptrace out of the sandbox) where the kernel has it; seccomp (no
+unix sockets, no keyring; plain mode: no inet sockets or IPC objects either) where
+libseccomp is installed; rlimits; a wall-clock timeout that SIGKILLs everything; capped
+output; in plain mode a cap on what the code writes to the host's temp dir. docs/sandbox.md, "Modes", says
 what each mode protects; `isolation()` says which layers run on this machine, and
 `mode_in_force()` names the mode (recorded with each run).
 

@@ -139,6 +139,29 @@ CLEAR_KEYRINGS = ("import ctypes, os; os.setgroups([]); os.setgid({uid}); os.set
                   "rings = [-4, -5, k(22, -1, -4)]; [k(7, r) for r in rings if r != -1]")
 
 
+# a helper in a private mount namespace mounts the (host IPC namespace's) mqueue filesystem and
+# unlinks the uid's queues: unshare(CLONE_NEWNS); mount("/", MS_REC | MS_PRIVATE); mount mqueue
+REMOVE_MQUEUES = """
+import ctypes, os, tempfile
+libc = ctypes.CDLL(None)
+if libc.unshare(0x20000) == 0 and libc.mount(b"none", b"/", None, 0x44000, None) == 0:
+    where = tempfile.mkdtemp()
+    if libc.mount(b"mqueue", where.encode(), b"mqueue", 0, None) == 0:
+        for name in os.listdir(where):
+            if os.stat(os.path.join(where, name)).st_uid == {uid}:
+                os.unlink(os.path.join(where, name))
+        libc.umount2(where.encode(), 2)
+    os.rmdir(where)
+"""
+
+
+def remove_mqueues_of_uid(uid: int, interpreter: str) -> None:
+    """Remove the POSIX message queues a pool uid left (root; plain mode without seccomp,
+    which would have refused mq_open)."""
+    subprocess.run([interpreter, "-I", "-S", "-c", REMOVE_MQUEUES.format(uid=uid)], stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10, check=False)
+
+
 def clear_keyrings_of_uid(uid: int, interpreter: str) -> None:
     """Empty a pool uid's kernel keyrings (user, user-session, persistent), which outlive its
     processes; a helper that becomes `uid` does it (only the uid itself can name them)."""
@@ -223,6 +246,8 @@ def _execute(plan: Plan, code: str, *, timeout: float, memory_mb: int = 512,
             # and seccomp the code cannot make them in the first place)
             remove_sysv_ipc_of_uid(uid)
             remove_temp_files_of_uid(uid)
+            if not plan.seccomp:
+                remove_mqueues_of_uid(uid, plan.interpreter)
         if uid is not None and plan.drop_uid == "pool" and not plan.seccomp:
             clear_keyrings_of_uid(uid, plan.interpreter)  # with seccomp: no keyring calls at all
         if uid_lock is not None:

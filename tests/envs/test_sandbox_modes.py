@@ -53,7 +53,7 @@ def expected_to_hold(label: str, attack: str) -> bool:
         "unix_socket_run": ns or seccomp,  # ns: a private tmpfs over /run
         "unix_socket_elsewhere": seccomp,  # a socket at any path: only seccomp's "no AF_UNIX"
         "keyring_left": seccomp or uid,  # uid: its keyrings emptied after the call
-        "mqueue_left": ns or seccomp,  # ns: the private IPC namespace holds POSIX queues too
+        "mqueue_left": ns or seccomp or uid,  # ns: the private IPC namespace holds them; uid: removed after
         "sticky_subdir_file_left": ns or landlock or uid,  # uid: removed after the call
         "sysv_shm_left": ns or seccomp or uid,  # uid: removed after the call
         "tmp_file_left": ns or landlock or uid, "umount_tmp": ns or landlock or uid,
