@@ -132,15 +132,8 @@ def _kill_uid(uid: int, interpreter: str) -> None:
 
 
 KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "ppc64le": 288, "s390x": 280}
-# keyctl(KEYCTL_GET_PERSISTENT, -1, user keyring) -> the uid's persistent keyring; then
-# keyctl(KEYCTL_CLEAR, ring) for it, the user keyring (-4) and the user-session keyring (-5)
-CLEAR_KEYRINGS = ("import ctypes, os; os.setgroups([]); os.setgid({uid}); os.setuid({uid}); "
-                  "k = lambda *a: ctypes.CDLL(None).syscall({nr}, *map(ctypes.c_long, a)); "
-                  "rings = [-4, -5, k(22, -1, -4)]; [k(7, r) for r in rings if r != -1]")
-
-
-# a helper in a private mount namespace mounts the (host IPC namespace's) mqueue filesystem and
-# unlinks the uid's queues: unshare(CLONE_NEWNS); mount("/", MS_REC | MS_PRIVATE); mount mqueue
+# as root, in a private mount namespace (unshare(CLONE_NEWNS); mount("/", MS_REC | MS_PRIVATE)),
+# mount the host IPC namespace's mqueue filesystem and unlink the uid's queues
 REMOVE_MQUEUES = """
 import ctypes, os, tempfile
 libc = ctypes.CDLL(None)
@@ -153,23 +146,26 @@ if libc.unshare(0x20000) == 0 and libc.mount(b"none", b"/", None, 0x44000, None)
         libc.umount2(where.encode(), 2)
     os.rmdir(where)
 """
+# then, as the uid: keyctl(KEYCTL_GET_PERSISTENT, -1, user keyring) -> its persistent keyring;
+# keyctl(KEYCTL_CLEAR, ring) for it, the user keyring (-4) and the user-session keyring (-5)
+CLEAR_KEYRINGS = """
+import ctypes, os
+os.setgroups([]); os.setgid({uid}); os.setuid({uid})
+k = lambda *a: ctypes.CDLL(None).syscall({nr}, *map(ctypes.c_long, a))
+[k(7, ring) for ring in (-4, -5, k(22, -1, -4)) if ring != -1]
+"""
 
 
-def remove_mqueues_of_uid(uid: int, interpreter: str) -> None:
-    """Remove the POSIX message queues a pool uid left (root; plain mode without seccomp,
-    which would have refused mq_open)."""
-    subprocess.run([interpreter, "-I", "-S", "-c", REMOVE_MQUEUES.format(uid=uid)], stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10, check=False)
-
-
-def clear_keyrings_of_uid(uid: int, interpreter: str) -> None:
-    """Empty a pool uid's kernel keyrings (user, user-session, persistent), which outlive its
-    processes; a helper that becomes `uid` does it (only the uid itself can name them)."""
+def forget_state_of_uid(uid: int, interpreter: str, mqueues: bool) -> None:
+    """What a pool uid keeps after its processes are gone, where seccomp did not refuse the
+    calls that make it: its kernel keyrings (user, user-session, persistent; only the uid
+    itself can name them), and with `mqueues` (plain mode) its POSIX message queues. One
+    helper process, as root and then as the uid."""
     number = KEYCTL_SYSCALL.get(os.uname().machine)
-    if number is not None:
-        subprocess.run([interpreter, "-I", "-S", "-c", CLEAR_KEYRINGS.format(uid=uid, nr=number)],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=10, check=False)
+    script = (REMOVE_MQUEUES.format(uid=uid) if mqueues else "") + (
+        CLEAR_KEYRINGS.format(uid=uid, nr=number) if number is not None else "")
+    subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=10, check=False)
 
 
 def _kill_all(proc: subprocess.Popen, plan: Plan, uid: Optional[int]) -> None:
@@ -246,10 +242,8 @@ def _execute(plan: Plan, code: str, *, timeout: float, memory_mb: int = 512,
             # and seccomp the code cannot make them in the first place)
             remove_sysv_ipc_of_uid(uid)
             remove_temp_files_of_uid(uid)
-            if not plan.seccomp:
-                remove_mqueues_of_uid(uid, plan.interpreter)
         if uid is not None and plan.drop_uid == "pool" and not plan.seccomp:
-            clear_keyrings_of_uid(uid, plan.interpreter)  # with seccomp: no keyring calls at all
+            forget_state_of_uid(uid, plan.interpreter, mqueues=not plan.namespace_cmd)
         if uid_lock is not None:
             uid_lock.close()
 

@@ -30,9 +30,9 @@ ATTACKS = {
                      "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
                      ".sendto(b'x', ('127.0.0.1', {udp}))",
     # host unix sockets: the trainer's under /run (a 0666 one, like root's in /run, and one in
-    # its own 0700 dir, like /run/user/<uid> with the D-Bus session bus), a 0666 one outside
-    # every tmp dir, and an abstract one
-    "unix_socket_run": UNIX_CONNECT.format(paths="[{run_public!r}, {run_private!r}]"),
+    # its own 0700 dir, like /run/user/<uid> with the D-Bus session bus) and in a temp dir, a
+    # 0666 one outside every tmp dir, and an abstract one
+    "unix_socket_run": UNIX_CONNECT.format(paths="[{run_public!r}, {run_private!r}, {temp!r}]"),
     "unix_socket_elsewhere": UNIX_CONNECT.format(paths="[{elsewhere!r}, {abstract!r}]"),
     # state left for the next call
     "keyring_left": "import ctypes, os\nnr = {{'x86_64': 248, 'aarch64': 217}}[os.uname().machine]\n"
@@ -128,7 +128,7 @@ def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
         "kill_everything": host["trainer_survived"],
         "tcp_localhost": not host["tcp_received"],
         "udp_localhost": not host["udp_received"],
-        "unix_socket_run": not (host["unix_received"]["run_public"] or host["unix_received"]["run_private"]),
+        "unix_socket_run": not any(host["unix_received"][k] for k in ("run_public", "run_private", "temp")),
         "unix_socket_elsewhere": not (host["unix_received"]["elsewhere"] or host["unix_received"]["abstract"]),
         "keyring_left": next_call["keys"] == [-1, -1],
         "mqueue_left": next_call["mq"] == -1 and not host["mq_on_host"],

@@ -50,7 +50,7 @@ def expected_to_hold(label: str, attack: str) -> bool:
         "read_parent_environ": uid or ns or landlock,  # Landlock: no ptrace out of the domain
         "kill_parent": uid or ns or abi >= 6, "kill_everything": uid or ns or abi >= 6,
         "tcp_localhost": ns or seccomp or abi >= 4, "udp_localhost": ns or seccomp,
-        "unix_socket_run": ns or seccomp,  # ns: a private tmpfs over /run
+        "unix_socket_run": ns or seccomp,  # ns: a private tmpfs over /run and /tmp
         "unix_socket_elsewhere": seccomp,  # a socket at any path: only seccomp's "no AF_UNIX"
         "keyring_left": seccomp or uid,  # uid: its keyrings emptied after the call
         "mqueue_left": ns or seccomp or uid,  # ns: the private IPC namespace holds them; uid: removed after
@@ -92,7 +92,7 @@ def remove_leftovers(values: dict, host_dirs_before: set[str], interpreter: str,
             os.remove(path)
     subprocess.run(["ipcrm", "-M", str(values["key"])], capture_output=True, check=False)
     ctypes.CDLL(None).mq_unlink(f"/arena-{token}".encode())
-    for path in (values["sticky"], *(os.path.dirname(values[k]) for k in ("run_public", "run_private"))):
+    for path in (values["sticky"], *(os.path.dirname(values[k]) for k in ("run_public", "run_private", "temp"))):
         shutil.rmtree(path, ignore_errors=True)
     # a key a broken mode let the code add: to this process's session keyring (inherited by
     # the trainer) or to the trainer uid's keyring (unlink what keyctl(KEYCTL_SEARCH) finds)
@@ -105,18 +105,21 @@ def remove_leftovers(values: dict, host_dirs_before: set[str], interpreter: str,
 
 def unix_servers(values: dict, victim_dir: str, uid: int) -> dict[str, socket.socket]:
     """Listening unix sockets the trainer (`uid`) owns: a 0666 one in a dir under /run (as
-    root's are), one in its own 0700 dir under /run (as /run/user/<uid> is), a 0666 one
-    outside every tmp dir, and an abstract one; their paths go into `values`. A 1777 dir
+    root's are), one in its own 0700 dir under /run (as /run/user/<uid> is), a 0666 one in a
+    temp dir, a 0666 one outside every tmp dir, and an abstract one; their paths go into `values`. A 1777 dir
     under /tmp (as /tmp/.X11-unix is) for the sticky-subfolder attack."""
     token = values["token"]
     values["sticky"] = f"/tmp/arena-sticky-{token}"
     os.mkdir(values["sticky"]), os.chmod(values["sticky"], 0o1777)
     public_dir, private_dir = f"/run/arena-battery-{token}", f"/run/arena-battery-{token}-private"
     os.mkdir(public_dir, 0o755), os.mkdir(private_dir, 0o700)
+    temp_dir = tempfile.mkdtemp(prefix=f"arena-battery-{token}-")  # in $TMPDIR
+    os.chmod(temp_dir, 0o755)
     values.update(run_public=f"{public_dir}/public.sock", run_private=f"{private_dir}/private.sock",
-                  elsewhere=os.path.join(victim_dir, "elsewhere.sock"), abstract=f"\0arena-battery-{token}")
+                  temp=f"{temp_dir}/temp.sock", elsewhere=os.path.join(victim_dir, "elsewhere.sock"),
+                  abstract=f"\0arena-battery-{token}")
     servers = {}
-    for name in ("run_public", "run_private", "elsewhere", "abstract"):
+    for name in ("run_public", "run_private", "temp", "elsewhere", "abstract"):
         server = servers[name] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(values[name]), server.listen(4), server.setblocking(False)
         if name != "abstract":
