@@ -35,7 +35,6 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 # seccomp (libseccomp): SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EACCES)
 ACT_ALLOW, ACT_EACCES = 0x7FFF0000, 0x00050000 | 13
-KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "ppc64le": 288, "s390x": 280}
 
 
 def fail(message):
@@ -119,13 +118,13 @@ def seccomp(rules):
         fail("seccomp_load failed")
 
 
-def own_session_keyring(libc):
+def own_session_keyring(libc, keyctl):
     """A fresh, empty session keyring for this call (keyctl(KEYCTL_JOIN_SESSION_KEYRING,
-    NULL)) in place of the trainer's, which the code would otherwise possess. Where the
-    kernel or a container refuses keyctl, the tool code cannot use it either."""
-    number = KEYCTL_SYSCALL.get(os.uname().machine)
-    if number is not None:
-        libc.syscall(number, 1, None)
+    NULL); `keyctl`: the syscall's number here) in place of the trainer's, which the code
+    would otherwise possess. Where the kernel or a container refuses keyctl, the tool code
+    cannot use it either."""
+    if keyctl is not None:
+        libc.syscall(keyctl, 1, None)
 
 
 def read_only_mounts(libc):
@@ -162,7 +161,7 @@ def main(cfg):
     for hidden in cfg["hidden_dirs"]:  # an empty, read-only dir in place of the caller's home
         if os.path.isdir(hidden) and libc.mount(None, hidden.encode(), None, 32 | 1 | 2 | 4, None) != 0:
             fail("cannot make %s read-only, errno %d" % (hidden, ctypes.get_errno()))  # REMOUNT|RDONLY
-    own_session_keyring(libc)
+    own_session_keyring(libc, cfg["keyctl_syscall"])
     work, uid = cfg["work_dir"], cfg["uid"]
     os.makedirs(work, exist_ok=True)
     if uid is not None:

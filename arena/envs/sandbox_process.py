@@ -131,7 +131,7 @@ def _kill_uid(uid: int, interpreter: str) -> None:
         time.sleep(0.01)
 
 
-KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "ppc64le": 288, "s390x": 280}
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "ppc64le": 271, "s390x": 280}  # keyctl(2)
 # as root, in a private mount namespace (unshare(CLONE_NEWNS); mount("/", MS_REC | MS_PRIVATE)),
 # mount the host IPC namespace's mqueue filesystem and unlink the uid's queues
 REMOVE_MQUEUES = """
@@ -270,6 +270,7 @@ def _child_config(plan: Plan, code_path: str, host_dir: str, uid: Optional[int],
         "uid": uid,
         "landlock": plan.landlock,
         "seccomp": seccomp_rules(plan) if plan.seccomp else None,
+        "keyctl_syscall": KEYCTL_SYSCALL.get(os.uname().machine),
         "socket_guard": not plan.namespace_cmd,
         "rlimits": {
             "RLIMIT_CPU": [cpu, cpu + 1],
