@@ -141,8 +141,11 @@ if libc.unshare(0x20000) == 0 and libc.mount(b"none", b"/", None, 0x44000, None)
     where = tempfile.mkdtemp()
     if libc.mount(b"mqueue", where.encode(), b"mqueue", 0, None) == 0:
         for name in os.listdir(where):
-            if os.stat(os.path.join(where, name)).st_uid == {uid}:
-                os.unlink(os.path.join(where, name))
+            try:
+                if os.stat(os.path.join(where, name)).st_uid == {uid}:
+                    os.unlink(os.path.join(where, name))
+            except OSError:
+                pass
         libc.umount2(where.encode(), 2)
     os.rmdir(where)
 """
@@ -228,10 +231,10 @@ def _execute(plan: Plan, code: str, *, timeout: float, memory_mb: int = 512,
             _kill_all(proc, plan, uid)
             returncode = proc.wait()
             proc.stdout.close(), proc.stderr.close()
-        if capped:
-            stderr += (f"\nsandbox: killed: the code wrote more than {tmpfs_mb} MiB or "
-                       f"{TMPFS_INODES} files to the host's temp dir\n").encode()
         stdout, stderr = (text.decode("utf-8", "replace")[:output_chars] for text in (stdout, stderr))
+        if capped:  # after the output cap, so that it is always seen
+            stderr += (f"\nsandbox: killed: the code wrote more than {tmpfs_mb} MiB or "
+                       f"{TMPFS_INODES} files to the host's temp dir\n")
         return SandboxResult(stdout, stderr, returncode, timed_out, timed_out or returncode < 0,
                              uid)
     finally:
