@@ -23,8 +23,9 @@ UID_POOL_SIZE = 256
 NOBODY = 65534
 # namespace modes: a private tmpfs over each (/run first: /dev/shm may link into it). /run
 # holds the host's unix sockets (D-Bus, systemd, /run/user/<uid>, docker.sock; /var/run links
-# to it), /tmp the X11 ones; the rest are the shared writable dirs
-PRIVATE_TMP_DIRS = ["/run", "/tmp", "/var/tmp", "/dev/shm"]
+# to it, or is a dir of its own on older systems), /tmp the X11 ones; the rest are the shared
+# writable dirs
+PRIVATE_TMP_DIRS = ["/run", "/tmp", "/var/tmp", "/dev/shm"] + ([] if os.path.islink("/var/run") else ["/var/run"])
 # plain mode as root: where a pool uid may leave files (any world-writable dir below these)
 SHARED_TMP_DIRS = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"]
 NS_WORK_DIR = "/tmp/work"
