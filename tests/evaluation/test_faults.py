@@ -205,8 +205,9 @@ def test_a_longer_eval_reuses_a_shorter_one(fake_key, tmp_path):
 
 
 def files_and_output_holding(core: str, root: Path, lines: list[str], capfd) -> list[str]:
-    """Every file under `root`, log line or captured output that holds `core`: a part of the
-    key that each of its forms (raw, stripped, repr, bytes repr, JSON, URL-encoded) keeps."""
+    """Every file under `root` (the results dir and the eval folders), log line or captured
+    output that holds `core`: a part of the key that each of its forms (raw, stripped, repr,
+    bytes repr, JSON, URL-encoded) keeps."""
     captured = capfd.readouterr()
     found = [str(p) for p in root.rglob("*") if p.is_file() and core in p.read_text(errors="replace")]
     return found + [name for name, text in (("log", "\n".join(lines)), ("stdout", captured.out),
@@ -222,7 +223,7 @@ def test_a_key_with_control_or_non_ascii_characters_is_refused_naming_only_the_v
         for i, key in enumerate([f"sk-{core}\r", f"sk-{core}\r\n", f"sk-{core}\n", f" sk-{core}", f"sk-{core}\u00e9"]):
             monkeypatch.setenv("ARENA_TEST_KEY", key)
             lines: list[str] = []
-            assert eval_main(api_args(url, tmp_path / f"e{i}", n=1), log=lines.append) == 2
+            assert eval_main(api_args(url, tmp_path / f"e{i}", n=1, results_dir=str(tmp_path)), log=lines.append) == 2
             err = capfd.readouterr().err
             assert "api_key_env=ARENA_TEST_KEY" in err and "printable ASCII without spaces" in err
             assert files_and_output_holding(core, tmp_path, lines, capfd) == [] and core not in err
@@ -237,7 +238,7 @@ def test_every_form_of_an_echoed_key_is_redacted(monkeypatch, tmp_path, capfd):
     server = FaultServer({1: "200echo", **{n: "401echoforms" for n in range(2, 60)}})
     lines: list[str] = []
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, tmp_path / "failing", n=1), log=lines.append) == 1
+        assert eval_main(api_args(url, tmp_path / "failing", n=1, results_dir=str(tmp_path)), log=lines.append) == 1
     assert "[redacted]" in (tmp_path / "failing" / "error.txt").read_text()
     assert server.auth == {f"Bearer sk-arena/{core}+q=\\z'"}  # the key was sent as it is
     assert files_and_output_holding(core, tmp_path, lines, capfd) == []
