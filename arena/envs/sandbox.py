@@ -143,7 +143,7 @@ def isolation(mode: str = "auto") -> dict[str, Any]:
 
 
 def mode_in_force(mode: str = "auto") -> str:
-    """The label of the mode `run_code(mode=mode)` uses, e.g. "namespaces+uid+readonly+landlock"."""
+    """The label of the mode `run_code(mode=mode)` uses, e.g. "namespaces+uid+readonly+landlock+seccomp"."""
     return _plan(mode).label
 
 

@@ -69,7 +69,7 @@ class Plan:
 
     @property
     def label(self) -> str:
-        """The mode in force, e.g. "namespaces+uid+readonly+landlock" (recorded with each run)."""
+        """The mode in force, e.g. "namespaces+uid+readonly+landlock+seccomp" (recorded with each run)."""
         extras = [name for name, on in (("uid", self.drop_uid != "none"), ("readonly", self.read_only),
                                          ("landlock", self.landlock), ("seccomp", self.seccomp)) if on]
         return "+".join([self.kind, *extras])
