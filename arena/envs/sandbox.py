@@ -2,10 +2,12 @@
 
 Per call: a fresh `python -I -S` in its own process group; where possible inside
 `unshare --net --pid --ipc --fork --kill-child --mount-proc` (no network, private pid and
-SysV IPC namespaces, private size-limited tmpfs over the world-writable dirs); as root,
+IPC namespaces, private size-limited tmpfs over /run and the world-writable dirs); as root,
 under a dedicated unprivileged uid; Landlock (read only system dirs, write only the work
-dir, no TCP, no signal or ptrace out of the sandbox) where the kernel has it; rlimits; a
-wall-clock timeout that SIGKILLs everything; capped output. docs/sandbox.md, "Modes", says
+dir, no TCP, no signal or ptrace out of the sandbox) where the kernel has it; seccomp (no
+unix sockets, no keyring; plain mode: no inet sockets or IPC objects either) where
+libseccomp is installed; rlimits; a wall-clock timeout that SIGKILLs everything; capped
+output; in plain mode a cap on what the code writes to the host's temp dir. docs/sandbox.md, "Modes", says
 what each mode protects; `isolation()` says which layers run on this machine, and
 `mode_in_force()` names the mode (recorded with each run).
 
@@ -67,10 +69,11 @@ def _candidates(mode: str) -> list[tuple]:
     return out
 
 
-def _namespace_options() -> list[tuple[bool, bool]]:
-    """(read-only mounts, seccomp) to try under namespaces: read-only where mount_setattr
-    exists (Linux >= 5.12); no seccomp (the network namespace already has no network)."""
-    return [(True, False), (False, False)]
+def _namespace_options(seccomp: list[bool]) -> list[tuple[bool, bool]]:
+    """(read-only mounts, seccomp) to try under namespaces, strongest first: read-only where
+    mount_setattr exists (Linux >= 5.12); seccomp where libseccomp is installed (no unix
+    sockets or keyring: the namespaces cover neither)."""
+    return list(itertools.product([True, False], seccomp))
 
 
 def _probe(plan: Plan) -> Optional[bool]:
@@ -94,7 +97,7 @@ def _plan(mode: str) -> Plan:
         tried = []
         for prefix, drops in _candidates(mode):
             for interpreter in _interpreter_candidates():
-                options = _namespace_options() if prefix else [(False, s) for s in seccomp]
+                options = _namespace_options(seccomp) if prefix else [(False, s) for s in seccomp]
                 for drop, use_landlock, (read_only, use_seccomp) in itertools.product(drops, landlock, options):
                     plan = Plan(prefix, interpreter, drop, use_landlock, use_seccomp, read_only)
                     ok = _probe(plan)
@@ -140,7 +143,7 @@ def isolation(mode: str = "auto") -> dict[str, Any]:
 
 
 def mode_in_force(mode: str = "auto") -> str:
-    """The label of the mode `run_code(mode=mode)` uses, e.g. "namespaces+uid+readonly+landlock"."""
+    """The label of the mode `run_code(mode=mode)` uses, e.g. "namespaces+uid+readonly+landlock+seccomp"."""
     return _plan(mode).label
 
 

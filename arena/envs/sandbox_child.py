@@ -4,10 +4,12 @@ isolation, drops privileges, then runs the tool code. Standard library only (the
 has no site-packages). The parent passes this file's source with `-c`, never imports it.
 
 Order: read the code; cap SysV IPC in the private IPC namespace; under namespaces, every
-mount read-only, then the private tmpfs dirs and an empty one over the caller's home (unless
-the interpreter lives there); make the work dir; rlimits; drop to the sandbox uid; PR_SET_NO_NEW_PRIVS;
-under user namespaces, a nested user namespace; Landlock (filesystem, TCP, signals, abstract unix sockets); seccomp (plain mode: no inet
-sockets, no SysV IPC); clear the environment; run the code. A layer the parent asked for
+mount read-only, then the private tmpfs dirs (/run, /tmp, ...) and an empty one over the
+caller's home and runtime dir (unless the interpreter lives there); a session keyring of its
+own; make the work dir; rlimits; drop to the sandbox uid; PR_SET_NO_NEW_PRIVS; under user
+namespaces, a nested user namespace; Landlock (filesystem, TCP, signals, abstract unix
+sockets); seccomp (no unix sockets, no keyring; plain mode also no inet sockets, SysV IPC or
+message queues); clear the environment; run the code. A layer the parent asked for
 that cannot be applied ends the call with exit status 121 before any tool code runs.
 docs/sandbox.md, "Layers", describes what each layer stops.
 """
@@ -31,9 +33,8 @@ SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2  # ABI 6
 READ_ONLY_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
-# seccomp (libseccomp): SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EACCES), SCMP_CMP_EQ, SCMP_CMP_NE
-ACT_ALLOW, ACT_EACCES, CMP_EQ, CMP_NE = 0x7FFF0000, 0x00050000 | 13, 4, 1
-INET_FAMILIES = (2, 10, 17)  # AF_INET, AF_INET6, AF_PACKET
+# seccomp (libseccomp): SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EACCES)
+ACT_ALLOW, ACT_EACCES = 0x7FFF0000, 0x00050000 | 13
 
 
 def fail(message):
@@ -93,9 +94,11 @@ class ArgCmp(ctypes.Structure):  # struct scmp_arg_cmp
                 ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
-def seccomp_plain():
-    """No inet/packet sockets (UDP included, which Landlock does not cover) and no SysV IPC
-    objects (plain mode has no private IPC namespace): those syscalls fail with EACCES."""
+def seccomp(rules):
+    """Each rule [syscall name, [[arg index, libseccomp comparison, a, b], ...]] makes that
+    call fail with EACCES when every comparison holds (the parent builds the list: no unix
+    or vsock sockets, no datagram socketpair, no kernel keyring, no io_uring; plain mode also
+    no inet/packet sockets, SysV IPC or POSIX message queues); everything else is allowed."""
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
     except OSError:
@@ -105,15 +108,23 @@ def seccomp_plain():
                                            ctypes.c_uint, ctypes.POINTER(ArgCmp)]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     ctx = lib.seccomp_init(ACT_ALLOW)
-    rules = [("socket", [ArgCmp(0, CMP_EQ, family, 0)]) for family in INET_FAMILIES]
-    rules += [(name, []) for name in ("shmget", "msgget", "semget")]
-    for name, cmps in rules:
+    for name, comparisons in rules:
+        cmps = [ArgCmp(*c) for c in comparisons]
         number = lib.seccomp_syscall_resolve_name(name.encode())
         array = (ArgCmp * max(len(cmps), 1))(*cmps)
-        if lib.seccomp_rule_add_array(ctx, ACT_EACCES, number, len(cmps), array) != 0:
+        if number < 0 or lib.seccomp_rule_add_array(ctx, ACT_EACCES, number, len(cmps), array) != 0:
             fail("seccomp rule for " + name)
     if lib.seccomp_load(ctypes.c_void_p(ctx)) != 0:
         fail("seccomp_load failed")
+
+
+def own_session_keyring(libc, keyctl):
+    """A fresh, empty session keyring for this call (keyctl(KEYCTL_JOIN_SESSION_KEYRING,
+    NULL); `keyctl`: the syscall's number here) in place of the trainer's, which the code
+    would otherwise possess. Where the kernel or a container refuses keyctl, the tool code
+    cannot use it either."""
+    if keyctl is not None:
+        libc.syscall(keyctl, 1, None)
 
 
 def read_only_mounts(libc):
@@ -150,6 +161,7 @@ def main(cfg):
     for hidden in cfg["hidden_dirs"]:  # an empty, read-only dir in place of the caller's home
         if os.path.isdir(hidden) and libc.mount(None, hidden.encode(), None, 32 | 1 | 2 | 4, None) != 0:
             fail("cannot make %s read-only, errno %d" % (hidden, ctypes.get_errno()))  # REMOUNT|RDONLY
+    own_session_keyring(libc, cfg["keyctl_syscall"])
     work, uid = cfg["work_dir"], cfg["uid"]
     os.makedirs(work, exist_ok=True)
     if uid is not None:
@@ -171,7 +183,7 @@ def main(cfg):
         landlock(libc, [*READ_ONLY_DIRS, *sorted(prefixes)], [work, *cfg["tmpfs"]],
                  proc_readable=cfg["private_proc"])
     if cfg["seccomp"]:
-        seccomp_plain()
+        seccomp(cfg["seccomp"])
     os.environ.clear()
     os.environ.update(HOME=work, TMPDIR=work, PATH="/usr/bin:/bin", LANG="C.UTF-8")
     sys.argv = ["main.py"]

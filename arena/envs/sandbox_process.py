@@ -21,10 +21,24 @@ from typing import Optional
 UID_POOL_BASE = 1_500_000_000  # dedicated sandbox uids: UID_POOL_BASE + slot (no passwd entry)
 UID_POOL_SIZE = 256
 NOBODY = 65534
-PRIVATE_TMP_DIRS = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock"]
+# namespace modes: a private tmpfs over each (/run first: /dev/shm may link into it). /run
+# holds the host's unix sockets (D-Bus, systemd, /run/user/<uid>, docker.sock; /var/run links
+# to it, or is a dir of its own on older systems), /tmp the X11 ones; the rest are the shared
+# writable dirs
+PRIVATE_TMP_DIRS = ["/run", "/tmp", "/var/tmp", "/dev/shm"] + ([] if os.path.islink("/var/run") else ["/var/run"])
+# plain mode as root: where a pool uid may leave files (any world-writable dir below these)
+SHARED_TMP_DIRS = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"]
 NS_WORK_DIR = "/tmp/work"
+TMPFS_INODES = 4096  # files per private tmpfs; plain mode: files the code may leave on the host
+WATCH_INTERVAL_S = 0.05  # plain mode: how often what the code wrote to the host is measured
 BOOTSTRAP = (Path(__file__).parent / "sandbox_child.py").read_text(encoding="utf-8")
 SYSV_IPC_TABLES = {"shm": "-m", "msg": "-q", "sem": "-s"}  # /proc/sysvipc/<table>, ipcrm flag
+# seccomp comparisons (libseccomp's enum scmp_compare): arg == a; (arg & a) == b
+CMP_EQ, CMP_MASKED_EQ = 4, 7
+AF_UNIX, AF_INET, AF_INET6, AF_PACKET, AF_VSOCK = 1, 2, 10, 17, 40
+SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF  # socket type, below the SOCK_NONBLOCK/SOCK_CLOEXEC bits
+KEYRING_CALLS = ("add_key", "keyctl", "request_key")
+IO_URING_CALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register")  # socket/connect past seccomp
 
 
 @dataclass(frozen=True)
@@ -44,7 +58,7 @@ class Plan:
     interpreter: str
     drop_uid: str  # "pool" | "nobody" | "none"
     landlock: bool  # Landlock restriction applied in the child
-    seccomp: bool  # seccomp filter (plain mode only: no inet sockets, no SysV IPC)
+    seccomp: bool  # seccomp filter (`seccomp_rules`: no unix sockets, no keyring, ...)
     read_only: bool = False  # namespaces: every mount read-only (mount_setattr, Linux >= 5.12)
 
     @property
@@ -55,10 +69,27 @@ class Plan:
 
     @property
     def label(self) -> str:
-        """The mode in force, e.g. "namespaces+uid+readonly+landlock" (recorded with each run)."""
+        """The mode in force, e.g. "namespaces+uid+readonly+landlock+seccomp" (recorded with each run)."""
         extras = [name for name, on in (("uid", self.drop_uid != "none"), ("readonly", self.read_only),
                                          ("landlock", self.landlock), ("seccomp", self.seccomp)) if on]
         return "+".join([self.kind, *extras])
+
+
+def seccomp_rules(plan: Plan) -> list:
+    """What the seccomp filter refuses (EACCES), as [syscall, [[arg, comparison, a, b], ...]].
+    Every mode: socket(AF_UNIX) (host sockets at any path: D-Bus, systemd, docker) and
+    socket(AF_VSOCK) (the hypervisor; no network namespace covers it); a datagram
+    socketpair (sendmsg may name any unix socket path; stream pairs ignore it, so asyncio
+    and multiprocessing keep theirs); the kernel keyring, which outlives the call per uid;
+    io_uring, which makes sockets without the socket syscall. Plain mode, which has no
+    network or IPC namespace, also: inet and packet sockets, SysV IPC, POSIX message queues."""
+    families = [AF_UNIX, AF_VSOCK] + ([] if plan.namespace_cmd else [AF_INET, AF_INET6, AF_PACKET])
+    rules = [["socket", [[0, CMP_EQ, family, 0]]] for family in families]
+    rules.append(["socketpair", [[1, CMP_MASKED_EQ, SOCK_TYPE_MASK, SOCK_DGRAM]]])
+    calls = [*KEYRING_CALLS, *IO_URING_CALLS]
+    if not plan.namespace_cmd:
+        calls += ["shmget", "msgget", "semget", "mq_open"]
+    return rules + [[name, []] for name in calls]
 
 
 def _acquire_uid(plan: Plan) -> tuple[Optional[int], Optional[socket.socket]]:
@@ -99,6 +130,46 @@ def _kill_uid(uid: int, interpreter: str) -> None:
         subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
         time.sleep(0.01)
+
+
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "ppc64le": 271, "s390x": 280}  # keyctl(2)
+# as root, in a private mount namespace (unshare(CLONE_NEWNS); mount("/", MS_REC | MS_PRIVATE)),
+# mount the host IPC namespace's mqueue filesystem and unlink the uid's queues
+REMOVE_MQUEUES = """
+import ctypes, os, tempfile
+libc = ctypes.CDLL(None)
+if libc.unshare(0x20000) == 0 and libc.mount(b"none", b"/", None, 0x44000, None) == 0:
+    where = tempfile.mkdtemp()
+    if libc.mount(b"mqueue", where.encode(), b"mqueue", 0, None) == 0:
+        for name in os.listdir(where):
+            try:
+                if os.stat(os.path.join(where, name)).st_uid == {uid}:
+                    os.unlink(os.path.join(where, name))
+            except OSError:
+                pass
+        libc.umount2(where.encode(), 2)
+    os.rmdir(where)
+"""
+# then, as the uid: keyctl(KEYCTL_GET_PERSISTENT, -1, user keyring) -> its persistent keyring;
+# keyctl(KEYCTL_CLEAR, ring) for it, the user keyring (-4) and the user-session keyring (-5)
+CLEAR_KEYRINGS = """
+import ctypes, os
+os.setgroups([]); os.setgid({uid}); os.setuid({uid})
+k = lambda *a: ctypes.CDLL(None).syscall({nr}, *map(ctypes.c_long, a))
+[k(7, ring) for ring in (-4, -5, k(22, -1, -4)) if ring != -1]
+"""
+
+
+def forget_state_of_uid(uid: int, interpreter: str, mqueues: bool) -> None:
+    """What a pool uid keeps after its processes are gone, where seccomp did not refuse the
+    calls that make it: its kernel keyrings (user, user-session, persistent; only the uid
+    itself can name them), and with `mqueues` (plain mode) its POSIX message queues. One
+    helper process, as root and then as the uid."""
+    number = KEYCTL_SYSCALL.get(os.uname().machine)
+    script = (REMOVE_MQUEUES.format(uid=uid) if mqueues else "") + (
+        CLEAR_KEYRINGS.format(uid=uid, nr=number) if number is not None else "")
+    subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=10, check=False)
 
 
 def _kill_all(proc: subprocess.Popen, plan: Plan, uid: Optional[int]) -> None:
@@ -153,14 +224,18 @@ def _execute(plan: Plan, code: str, *, timeout: float, memory_mb: int = 512,
         proc = subprocess.Popen(cmd, cwd=host_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
                                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        over_cap = None if plan.namespace_cmd else _host_write_cap(plan, host_dir, uid, tmpfs_mb)
         try:  # 4 bytes per char: utf-8's maximum
-            stdout, stderr, timed_out = _read_capped(proc, timeout, 4 * output_chars,
-                                                     lambda: _kill_all(proc, plan, uid))
+            stdout, stderr, timed_out, capped = _read_capped(proc, timeout, 4 * output_chars,
+                                                             lambda: _kill_all(proc, plan, uid), over_cap)
         finally:
             _kill_all(proc, plan, uid)
             returncode = proc.wait()
             proc.stdout.close(), proc.stderr.close()
         stdout, stderr = (text.decode("utf-8", "replace")[:output_chars] for text in (stdout, stderr))
+        if capped:  # after the output cap, so that it is always seen
+            stderr += (f"\nsandbox: killed: the code wrote more than {tmpfs_mb} MiB or "
+                       f"{TMPFS_INODES} files to the host's temp dir\n")
         return SandboxResult(stdout, stderr, returncode, timed_out, timed_out or returncode < 0,
                              uid)
     finally:
@@ -171,6 +246,8 @@ def _execute(plan: Plan, code: str, *, timeout: float, memory_mb: int = 512,
             # and seccomp the code cannot make them in the first place)
             remove_sysv_ipc_of_uid(uid)
             remove_temp_files_of_uid(uid)
+        if uid is not None and plan.drop_uid == "pool" and not plan.seccomp:
+            forget_state_of_uid(uid, plan.interpreter, mqueues=not plan.namespace_cmd)
         if uid_lock is not None:
             uid_lock.close()
 
@@ -189,14 +266,15 @@ def _child_config(plan: Plan, code_path: str, host_dir: str, uid: Optional[int],
         "work_dir": NS_WORK_DIR if plan.namespace_cmd else host_dir,
         "tmpfs": PRIVATE_TMP_DIRS if plan.namespace_cmd else [],
         "read_only_root": plan.read_only,
-        "hidden_dirs": hidden_home(plan) if plan.namespace_cmd else [],
-        "tmpfs_options": f"size={tmpfs_mb}m,nr_inodes=4096,mode=1777",
+        "hidden_dirs": hidden_dirs(plan) if plan.namespace_cmd else [],
+        "tmpfs_options": f"size={tmpfs_mb}m,nr_inodes={TMPFS_INODES},mode=1777",
         "ipc_namespace": bool(plan.namespace_cmd),
         "private_proc": bool(plan.namespace_cmd),
         "nest_user_namespace": plan.kind == "user-namespaces",
         "uid": uid,
         "landlock": plan.landlock,
-        "seccomp": plan.seccomp,
+        "seccomp": seccomp_rules(plan) if plan.seccomp else None,
+        "keyctl_syscall": KEYCTL_SYSCALL.get(os.uname().machine),
         "socket_guard": not plan.namespace_cmd,
         "rlimits": {
             "RLIMIT_CPU": [cpu, cpu + 1],
@@ -209,33 +287,54 @@ def _child_config(plan: Plan, code_path: str, host_dir: str, uid: Optional[int],
     }
 
 
-def remove_temp_files_of_uid(uid: int) -> None:
-    """Remove what a pool uid left at the top of the shared temp dirs (/tmp, /dev/shm, ...)."""
-    for parent in PRIVATE_TMP_DIRS:
+def entries_of_uid(uid: int, parents=SHARED_TMP_DIRS):
+    """(path, is_dir, allocated bytes) of each entry owned by `uid` in or below `parents`. The
+    uid has no groups, so it can create entries only in world-writable dirs (a 1777
+    subfolder such as /tmp/.X11-unix) and in its own dirs: only those are descended into."""
+    stack = [p for p in parents if os.path.isdir(p) and not os.path.islink(p)]
+    while stack:
         try:
-            entries = list(os.scandir(parent))
+            entries = list(os.scandir(stack.pop()))
         except OSError:
             continue
         for entry in entries:
             try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
+                info = entry.stat(follow_symlinks=False)
             except OSError:
-                pass
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if info.st_uid == uid:
+                yield entry.path, is_dir, info.st_blocks * 512
+            elif is_dir and info.st_mode & 0o002:
+                stack.append(entry.path)
 
 
-def hidden_home(plan: Plan) -> list[str]:
-    """The caller's home, to cover with an empty tmpfs (its ~/.netrc, ~/.ssh, wandb and hub
-    tokens), unless the interpreter lives under it (a pyenv python, say) or it is "/"."""
-    home = os.path.realpath(os.path.expanduser("~"))
+def remove_temp_files_of_uid(uid: int) -> None:
+    """Remove what a pool uid left anywhere in the shared temp dirs (/tmp, its 1777
+    subfolders, /dev/shm, /dev/mqueue where mounted, ...)."""
+    for path, is_dir, _ in list(entries_of_uid(uid)):
+        try:
+            if is_dir:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def hidden_dirs(plan: Plan) -> list[str]:
+    """The caller's home (its ~/.netrc, ~/.ssh, wandb and hub tokens) and runtime dir
+    ($XDG_RUNTIME_DIR: its D-Bus and agent sockets, where not under /run), to cover with an
+    empty tmpfs, unless the interpreter lives under one (a pyenv python, say) or it is "/"."""
     interpreter = os.path.realpath(plan.interpreter)
-    if home == "/" or not os.path.isdir(home) or interpreter.startswith(home + os.sep):
-        return []
-    return [home]
+    found = []
+    for path in (os.path.expanduser("~"), os.environ.get("XDG_RUNTIME_DIR")):
+        path = os.path.realpath(path) if path else "/"
+        if path == "/" or not os.path.isdir(path) or interpreter.startswith(path + os.sep):
+            continue
+        if not any(path == p or path.startswith(p + os.sep) for p in [*PRIVATE_TMP_DIRS, *found]):
+            found.append(path)
+    return found
 
 
 def sysv_ipc_of_uid(uid: int) -> dict[str, list[int]]:
@@ -261,23 +360,28 @@ def remove_sysv_ipc_of_uid(uid: int) -> None:
                        stderr=subprocess.DEVNULL, check=False, timeout=10)
 
 
-def _read_capped(proc, timeout, limit, kill_all) -> tuple[bytes, bytes, bool]:
+def _read_capped(proc, timeout, limit, kill_all, over_cap=None) -> tuple[bytes, bytes, bool, bool]:
     """Read both pipes (keeping `limit` bytes each, discarding the rest) until EOF; at the
-    deadline, or once the leader exits, kill everything; stop 1 s after that regardless."""
+    deadline, once the leader exits, or once `over_cap()` (checked every WATCH_INTERVAL_S)
+    says the code wrote too much, kill everything; stop 1 s after that regardless. Returns
+    (stdout, stderr, timed out, over the write cap)."""
     chunks = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     selector = selectors.DefaultSelector()
     for fd in chunks:
         selector.register(fd, selectors.EVENT_READ)
-    deadline, killed_at, timed_out = time.monotonic() + timeout, None, False
+    deadline, killed_at, timed_out, capped = time.monotonic() + timeout, None, False, False
+    next_check = time.monotonic() + WATCH_INTERVAL_S
     while selector.get_map():
         now = time.monotonic()
-        if killed_at is None and (now > deadline or _exited(proc)):
+        if killed_at is None and over_cap is not None and now >= next_check:
+            capped, next_check = over_cap(), now + WATCH_INTERVAL_S
+        if killed_at is None and (now > deadline or capped or _exited(proc)):
             timed_out = now > deadline and not _exited(proc)
             kill_all()
             killed_at = time.monotonic()
         if killed_at is not None and now > killed_at + 1.0:
             break  # something unkillable still holds a pipe; stop reading
-        for key, _ in selector.select(timeout=0.05):
+        for key, _ in selector.select(timeout=WATCH_INTERVAL_S):
             data = os.read(key.fd, 65536)
             if not data:
                 selector.unregister(key.fd)
@@ -285,6 +389,30 @@ def _read_capped(proc, timeout, limit, kill_all) -> tuple[bytes, bytes, bool]:
                 chunks[key.fd] += data[: limit - len(chunks[key.fd])]
     selector.close()
     out_fd, err_fd = chunks
-    return bytes(chunks[out_fd]), bytes(chunks[err_fd]), timed_out
+    return bytes(chunks[out_fd]), bytes(chunks[err_fd]), timed_out, capped
 
 
+def _host_write_cap(plan: Plan, host_dir: str, uid: Optional[int], tmpfs_mb: int):
+    """Plain mode: a check that the code has written more to the host than a namespace mode's
+    private tmpfs holds (`tmpfs_mb` MiB, TMPFS_INODES files): in its work dir (the only place
+    Landlock lets it write), and for a pool uid without Landlock, anywhere in the shared temp
+    dirs. Checked every WATCH_INTERVAL_S, so the code may overshoot by what it writes in that
+    time; the whole work dir and, for a pool uid, what it left are removed after the call."""
+    def entries():
+        for root, dirs, files in os.walk(host_dir):
+            for name in dirs + files:
+                try:
+                    yield os.lstat(os.path.join(root, name)).st_blocks * 512
+                except OSError:
+                    continue
+        if uid is not None and plan.drop_uid == "pool" and not plan.landlock:
+            yield from (size for _, _, size in entries_of_uid(uid))
+
+    def over() -> bool:
+        count = total = 0
+        for size in entries():
+            count, total = count + 1, total + size
+            if count > TMPFS_INODES or total > tmpfs_mb << 20:
+                return True
+        return False
+    return over

@@ -15,7 +15,12 @@ protocol then counts as an invalid action. Truncated text is passed on as it is.
 The API key is read from the environment variable named by `api_key_env` when the client is
 built, sent only in the Authorization header, and never logged: error messages carry the
 status, the URL path and at most 200 characters of the response body, with the key replaced by
-"[redacted]" should a server echo it.
+"[redacted]" should a server echo it. A key must be printable ASCII without spaces: one with a
+control character (a CRLF key file, a secret file's trailing newline), whitespace or a
+non-ASCII character is refused when the client is built (`BadApiKey`, naming the variable,
+never the value), since an HTTP library would print such a header's bytes in its error.
+`redact` replaces every form of the key (raw, stripped, Python and bytes repr, JSON-escaped,
+URL-encoded) in any text that leaves the process.
 """
 from __future__ import annotations
 
@@ -23,7 +28,9 @@ import email.utils
 import json
 import os
 import random
+import re
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Optional
 
@@ -35,6 +42,41 @@ RETRY_STATUS = (408, 429)  # plus every 5xx
 
 class ApiFailure(RuntimeError):
     """The request failed after its last retry, or with a status that is never retried."""
+
+
+class BadApiKey(ValueError):
+    """The key variable holds a character no Authorization header may carry; the message names
+    the variable, never the value."""
+
+
+def check_key(variable: str, key: str) -> None:
+    """Refuse a key that is not printable ASCII without spaces (BadApiKey)."""
+    bad = sum(1 for c in key if not "!" <= c <= "~")  # "!" .. "~": the printable ASCII range
+    if bad:
+        raise BadApiKey(
+            f"api_key_env={variable}: the key in ${variable} has {bad} control, whitespace or non-ASCII "
+            "character(s) (a CRLF key file, or a trailing newline?); valid: printable ASCII without "
+            f"spaces. Strip them, e.g. export {variable}=\"$(tr -d ' \\r\\n' < KEYFILE)\"")
+
+
+def key_forms(key: str) -> list[str]:
+    """Every form in which the key could reach a message, longest first: raw, stripped, the
+    Python repr of it as text and as bytes (how HTTP libraries print a bad header), JSON-escaped,
+    URL-encoded (quote and quote_plus), each of those once more JSON-escaped (an error body
+    quoting a repr), and each run of 8 or more letters and digits in it, which every escaping
+    keeps as it is (so a form nested deeper still loses its long runs)."""
+    forms = {key, key.strip(), repr(key)[1:-1], repr(key.encode())[2:-1], json.dumps(key)[1:-1],
+             urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key)}
+    forms |= {json.dumps(form)[1:-1] for form in forms}
+    forms |= set(re.findall(r"[A-Za-z0-9]{8,}", key))
+    return sorted((form for form in forms if form), key=len, reverse=True)
+
+
+def redact(text: str, key: Optional[str]) -> str:
+    """`text` with every form of `key` (key_forms) replaced by "[redacted]"."""
+    for form in key_forms(key) if key else []:
+        text = text.replace(form, "[redacted]")
+    return text
 
 
 class RetryableStatus(Exception):
@@ -103,6 +145,7 @@ class ChatClient:
             key = os.environ.get(api_key_env)
             if not key:
                 raise KeyError(api_key_env)
+            check_key(api_key_env, key)
             headers["Authorization"] = f"Bearer {key}"
             self._key = key
         self.model, self.max_retries, self.backoff, self.max_wait = model, max_retries, backoff, max_wait
@@ -122,17 +165,17 @@ class ChatClient:
         # wait_k ~ U[0, min(max_wait, backoff * 2^k)], k = attempts so far
         return random.uniform(0.0, min(self.max_wait, self.backoff * 2 ** state.attempt_number))
 
-    def _redact(self, text: str) -> str:
+    def redact(self, text: str) -> str:
         """A server that echoes the key in an error body must not put it in our messages."""
-        return text.replace(self._key, "[redacted]") if self._key else text
+        return redact(text, self._key)
 
     def _post_once(self, payload: dict, headers: dict) -> Reply:
         response = self.http.post("chat/completions", json=payload, headers=headers)
         status = response.status_code
         if status in RETRY_STATUS or status >= 500:
-            raise RetryableStatus(status, parse_retry_after(response.headers.get("retry-after")), self._redact(response.text))
+            raise RetryableStatus(status, parse_retry_after(response.headers.get("retry-after")), self.redact(response.text))
         if status != 200:
-            body = self._redact(response.text)[:200]
+            body = self.redact(response.text)[:200]
             raise ApiFailure(f"HTTP {status} from {response.request.url.path} (not retried): {body}")
         return parse_reply(response.content)
 
@@ -147,6 +190,7 @@ class ChatClient:
             reply = retrying(self._post_once, payload, headers)
         except (RetryableStatus, httpx.TimeoutException, httpx.TransportError) as exc:
             attempts = retrying.statistics.get("attempt_number", self.max_retries + 1)
-            raise ApiFailure(self._redact(f"{type(exc).__name__}: {exc} (gave up after {attempts} attempts)")) from None
+            raise ApiFailure(self.redact(f"{type(exc).__name__}: {exc} (gave up after {attempts} attempts)")) from None
         reply.retries = retrying.statistics.get("attempt_number", 1) - 1
+        reply.text = self.redact(reply.text)  # a server that echoes the key in a reply: never recorded
         return reply

@@ -20,7 +20,7 @@ from arena.envs import eval_seed, eval_size, make
 from arena.runs import RunFolder, atomic_write_text
 from arena.runs.provenance import provenance
 
-from .client import ApiFailure, ChatClient
+from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
@@ -102,6 +102,8 @@ def make_client(cfg, options: EvalOptions) -> ChatClient:
         raise BadEvalInput(f"api_key_env={options.api_key_env}: that environment variable is not set; export the "
                            "key there (never pass it as an argument), or api_key_env= (empty) for a server without "
                            "authentication") from None
+    except BadApiKey as exc:  # names the variable, never the value
+        raise BadEvalInput(str(exc)) from None
 
 
 class SerialEnv:
@@ -247,13 +249,14 @@ def _evaluate(run: RunFolder, cfg, options: EvalOptions, client, t0: float, log:
     log(f"[eval] {options.label} / {options.paradigm} on {cfg.env.name}: {len(indices)} episodes "
         f"({len(indices) - len(pending)} cached, {len(pending)} to play) -> {run.path}")
     progress = Progress(len(pending), log)
+    redact = client.redact if client is not None else str  # every form of the key, in what is written
     try:
         if options.policy == "checkpoint":
             failures = run_checkpoint(cfg, options, run.path, pending, progress)
         else:
             failures = run_chat(cfg, options, client, run.path, pending, progress)
     except Exception:  # noqa: BLE001 - any crash: keep the cached episodes, report, exit 1
-        run.write_error(traceback.format_exc())
+        run.write_error(redact(traceback.format_exc()))
         log(f"[eval] failed; traceback in {run.error_file} (finished episodes are cached: rerun to continue)")
         return EXIT_FAILED
     finally:
@@ -261,8 +264,8 @@ def _evaluate(run: RunFolder, cfg, options: EvalOptions, client, t0: float, log:
             client.close()
     if failures:
         lines = [f"episode {i} (seed {eval_seed(i)}): {msg}" for i, msg in sorted(failures.items())]
-        run.write_error(f"{len(failures)} of {len(indices)} episodes failed; rerun the same command to retry "
-                        "them (the others are cached)\n" + "\n".join(lines) + "\n")
+        run.write_error(redact(f"{len(failures)} of {len(indices)} episodes failed; rerun the same command to "
+                               "retry them (the others are cached)\n" + "\n".join(lines) + "\n"))
         log(f"[eval] {len(failures)} episode(s) failed (see {run.error_file}); "
             f"{len(indices) - len(failures)} done and cached")
         return EXIT_FAILED

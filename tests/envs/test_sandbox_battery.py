@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 
+UNIX_CONNECT = ("import sys\nfor m in ('socket', '_socket'): sys.modules.pop(m, None)\nimport socket\n"
+                "for path in {paths}:\n    try:\n        s = socket.socket(socket.AF_UNIX)\n"
+                "        s.connect(path); s.sendall(b'x'); print('connected', repr(path))\n"
+                "    except OSError as e:\n        print(repr(path), e)")
 ATTACKS = {
     # the trainer's own files: its ~/.netrc (0600), and a 0600 secret and a 0644 file in a dir
     # outside every tmp dir and outside its home
@@ -25,19 +29,43 @@ ATTACKS = {
     "udp_localhost": "import sys\nfor m in ('socket', '_socket'): sys.modules.pop(m, None)\n"
                      "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
                      ".sendto(b'x', ('127.0.0.1', {udp}))",
+    # host unix sockets: the trainer's under /run (a 0666 one, like root's in /run, and one in
+    # its own 0700 dir, like /run/user/<uid> with the D-Bus session bus) and in a temp dir, a
+    # 0666 one outside every tmp dir, and an abstract one
+    "unix_socket_run": UNIX_CONNECT.format(paths="[{run_public!r}, {run_private!r}, {temp!r}]"),
+    "unix_socket_elsewhere": UNIX_CONNECT.format(paths="[{elsewhere!r}, {abstract!r}]"),
     # state left for the next call
+    "keyring_left": "import ctypes, os\nnr = {{'x86_64': 248, 'aarch64': 217}}[os.uname().machine]\n"
+                    "print('add_key', [ctypes.CDLL(None).syscall(nr, b'user', b'arena-{token}', b'x', 1, "
+                    "ctypes.c_long(ring)) for ring in (-4, -3)])",  # the user and the session keyring
+    "mqueue_left": "import ctypes; print('mq', ctypes.CDLL(None).mq_open(b'/arena-{token}', 0o102, 0o666, None))",
+    "sticky_subdir_file_left": "open({sticky!r} + '/arena-left-{token}', 'w').write('x')",
     "sysv_shm_left": "import ctypes; print('shm', ctypes.CDLL(None).shmget({key}, 4096, 0o1000 | 0o666))",
     "tmp_file_left": "open('/tmp/arena-left-{token}', 'w').write('x'); "
                      "open('/dev/shm/arena-left-{token}', 'w').write('x')",
     # the private /tmp of the namespace modes
     "umount_tmp": "import ctypes; print('umount', ctypes.CDLL(None).umount2(b'/tmp', 2)); "
                   "open('/tmp/arena-escaped-{token}', 'w').write('x')",
+    # fill the host's disk: 64 MiB into the temp dir, against an 8 MiB cap (CALL_OPTIONS)
+    "flood_host_tmp": "import os, time\nfor i in range(64):\n    open(os.environ['TMPDIR'] + f'/f{{i}}', 'wb')"
+                      ".write(b'x' * (1 << 20)); time.sleep(0.005)\nprint('wrote all')",
     # the trainer's processes: last, so that where they succeed the rest was measured
     "kill_parent": "import os; os.kill(os.getppid(), 9)",
     "kill_everything": "import os; os.kill(-1, 9)",
 }
-NEXT_CALL = "import os, ctypes; print(ctypes.CDLL(None).shmget({key}, 0, 0), " \
-            "os.path.exists('/tmp/arena-left-{token}'), os.path.exists('/dev/shm/arena-left-{token}'))"
+CALL_OPTIONS = {"flood_host_tmp": {"tmpfs_mb": 8}}
+# what the attacks above left, as seen by the next call: shm id, files, keys found
+# (keyctl(KEYCTL_SEARCH, ring, "user", name, 0)), message queue (mq_open(name, O_RDONLY))
+NEXT_CALL = """
+import ctypes, json, os
+libc = ctypes.CDLL(None)
+nr = {{'x86_64': 250, 'aarch64': 219}}[os.uname().machine]
+print(json.dumps({{"shm": libc.shmget({key}, 0, 0),
+    "files": [os.path.exists(p) for p in ('/tmp/arena-left-{token}', '/dev/shm/arena-left-{token}',
+                                          {sticky!r} + '/arena-left-{token}')],
+    "keys": [libc.syscall(nr, 10, ctypes.c_long(ring), b'user', b'arena-{token}', 0) for ring in (-4, -3)],
+    "mq": libc.mq_open(b'/arena-{token}', 0)}}))
+"""
 
 
 def run_battery(mode: str, values: dict, disable: tuple = ()) -> None:
@@ -53,7 +81,7 @@ def run_battery(mode: str, values: dict, disable: tuple = ()) -> None:
     if "landlock" in disable:
         sandbox.landlock_abi = lambda: 0
     if "readonly" in disable:
-        sandbox._namespace_options = lambda: [(False, False)]
+        sandbox._namespace_options = lambda seccomp=(False,): [(False, s) for s in seccomp]
     if "seccomp" in disable:
         ctypes.util.find_library = lambda name: None
 
@@ -64,7 +92,8 @@ def run_battery(mode: str, values: dict, disable: tuple = ()) -> None:
     for name, code in ATTACKS.items():
         if name == "kill_parent":
             emit("next_call", sandbox.run_code(NEXT_CALL.format(**values), mode=mode).__dict__)
-        emit(name, sandbox.run_code(code.format(**values), mode=mode, timeout=3.0).__dict__)
+        emit(name, sandbox.run_code(code.format(**values), mode=mode, timeout=3.0,
+                                    **CALL_OPTIONS.get(name, {})).__dict__)
     sys.stdout.flush()
 
 
@@ -78,12 +107,15 @@ def read_battery(stdout: str) -> dict:
 
 def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
     """'held' or 'BROKEN' per attack, from the sandbox's outputs and the host's state after."""
+    import json
+
     def text(name):
         return results[name]["stdout"] + results[name]["stderr"]
 
     missing = [name for name in ATTACKS if name not in results] + ["next_call"] * ("next_call" not in results)
     if set(missing) - {"kill_parent", "kill_everything"}:  # a kill attack may end the trainer
         raise AssertionError(f"the trainer died before the battery reached {missing}")
+    next_call = json.loads(results["next_call"]["stdout"])
 
     held = {
         "read_home_netrc": values["token"] not in text("read_home_netrc"),
@@ -96,8 +128,14 @@ def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
         "kill_everything": host["trainer_survived"],
         "tcp_localhost": not host["tcp_received"],
         "udp_localhost": not host["udp_received"],
-        "sysv_shm_left": not host["shm_key_on_host"] and results["next_call"]["stdout"].startswith("-1 "),
-        "tmp_file_left": not host["tmp_left_on_host"] and "True" not in results["next_call"]["stdout"],
+        "unix_socket_run": not any(host["unix_received"][k] for k in ("run_public", "run_private", "temp")),
+        "unix_socket_elsewhere": not (host["unix_received"]["elsewhere"] or host["unix_received"]["abstract"]),
+        "keyring_left": next_call["keys"] == [-1, -1],
+        "mqueue_left": next_call["mq"] == -1 and not host["mq_on_host"],
+        "sticky_subdir_file_left": not host["sticky_left_on_host"] and not next_call["files"][2],
+        "sysv_shm_left": not host["shm_key_on_host"] and next_call["shm"] == -1,
+        "tmp_file_left": not host["tmp_left_on_host"] and not any(next_call["files"][:2]),
+        "flood_host_tmp": "wrote all" not in text("flood_host_tmp"),
         "umount_tmp": "umount -1" in text("umount_tmp") and not host["escaped_on_host"],
     }
     verdict = {name: "held" if ok else "BROKEN" for name, ok in held.items()}
@@ -106,30 +144,35 @@ def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
     return verdict
 
 
-def host_state(values: dict, tcp_server, udp_server, trainer_survived: bool) -> dict:
-    """What the host sees after the battery (servers: listening sockets with a short timeout)."""
+def host_state(values: dict, tcp_server, udp_server, unix_servers: dict, trainer_survived: bool) -> dict:
+    """What the host sees after the battery (servers: listening sockets with a short timeout;
+    `unix_servers`: {name: listening unix socket}, where a connection made is already queued)."""
+    import ctypes
     import socket
 
-    try:
-        tcp_server.accept()
-        tcp_received = True
-    except socket.timeout:
-        tcp_received = False
-    try:
-        udp_server.recvfrom(16)
-        udp_received = True
-    except socket.timeout:
-        udp_received = False
+    def received(server, receive) -> bool:
+        try:
+            receive(server)
+            return True
+        except (socket.timeout, BlockingIOError):
+            return False
+
     with open("/proc/sysvipc/shm") as f:
         keys = {int(line.split()[0]) for line in list(f)[1:]}
     token = values["token"]
+    mq = ctypes.CDLL(None).mq_open(f"/arena-{token}".encode(), 0)  # O_RDONLY: does it exist?
+    if mq >= 0:
+        os.close(mq)
     return {
         "victim_files": sorted(os.listdir(values["victim"])),
         "trainer_survived": trainer_survived,
-        "tcp_received": tcp_received,
-        "udp_received": udp_received,
+        "tcp_received": received(tcp_server, lambda s: s.accept()),
+        "udp_received": received(udp_server, lambda s: s.recvfrom(16)),
+        "unix_received": {name: received(s, lambda s: s.accept()) for name, s in unix_servers.items()},
         "shm_key_on_host": values["key"] in keys,
         "tmp_left_on_host": any(os.path.exists(p) for p in (f"/tmp/arena-left-{token}",
                                                             f"/dev/shm/arena-left-{token}")),
+        "sticky_left_on_host": os.path.exists(f"{values['sticky']}/arena-left-{token}"),
+        "mq_on_host": mq >= 0,
         "escaped_on_host": os.path.exists(f"/tmp/arena-escaped-{token}"),
     }

@@ -15,14 +15,13 @@ import sys
 import tempfile
 import textwrap
 import uuid
-from pathlib import Path
 
 import pytest
 
 from arena.envs import sandbox
 from arena.envs.tir_math import TirMathEnv
+from tests.envs import sandbox_nobody
 
-REPO = Path(__file__).resolve().parents[2]
 SECRET = "wandb-secret-" + uuid.uuid4().hex
 MODES = ["auto", "plain"]
 
@@ -107,24 +106,16 @@ def test_ipc_namespace_is_private():
 # ---------------------------------------------------------------- non-root "trainer" processes
 
 def nobody_python() -> str:
-    """An interpreter user nobody can run that can import arena.envs.sandbox, else skip."""
-    for interpreter in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if not os.path.exists(interpreter):
-            continue
-        check = run_as_nobody(interpreter, "import arena.envs.sandbox; print('ok')")
-        if check.stdout.strip() == "ok":
-            return interpreter
-    pytest.skip("no python that user nobody can run with this repository importable "
-                "(the repository or the interpreter is not readable by others)")
+    """A system python user nobody can run, importing arena from a path it can read (the
+    repository, or a copy of it: tests/envs/sandbox_nobody.py), else skip with the reason."""
+    return sandbox_nobody.nobody_python()[0]
 
 
 def run_as_nobody(interpreter: str, body: str, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    if os.geteuid() != 0:
-        pytest.skip("dropping to user nobody needs root")
-    script = f"import sys; sys.path.insert(0, {str(REPO)!r})\n" + textwrap.dedent(body)
-    return subprocess.run([interpreter, "-I", "-S", "-c", script], user=65534, group=65534,
-                          extra_groups=[], cwd="/", capture_output=True, text=True, timeout=timeout,
-                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "WANDB_API_KEY": SECRET})
+    repo = sandbox_nobody.nobody_python()[1]
+    script = f"import sys; sys.path.insert(0, {repo!r})\n" + textwrap.dedent(body)
+    return sandbox_nobody.as_nobody(interpreter, script, timeout=timeout,
+                                    env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "WANDB_API_KEY": SECRET})
 
 
 def test_non_root_without_namespaces_auto_refuses_and_names_the_setting():

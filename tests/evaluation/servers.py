@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 from collections import Counter
 
 import uvicorn
@@ -42,10 +43,18 @@ def running_server(app, *, timeout_s: float = 10.0):
 GOOD_REPLY = "<think>plan</think><action>up</action>"
 
 
+def key_forms(key: str) -> str:
+    """The key as a careless server or library might print it: raw, Python repr (text and
+    bytes), JSON-escaped, URL-encoded."""
+    return " ".join([key, repr(key), repr(key.encode()), json.dumps(key), urllib.parse.quote(key, safe=""),
+                     urllib.parse.quote_plus(key)])
+
+
 class FaultServer:
     """A chat-completions app whose n-th request (1-based, over the whole server) gets the
     fault `plan[n]` (default: a good reply). Faults: "400" (never retried), "401echo" and
-    "500echo" (the Authorization header echoed in the error body), "429" (Retry-After: `retry_after`), "500",
+    "500echo" (the Authorization header echoed in the error body), "401echoforms" and "200echo"
+    (the key echoed in every form, `key_forms`, in an error body and in a good reply), "429" (Retry-After: `retry_after`), "500",
     "hang" (sleeps `hang_s`, longer than the client's timeout), "malformed" (200, body not
     JSON), "truncated" (200, the reply text cut in the middle). Every request is logged as
     (episode header, fault or "ok"); good replies echo `reply`."""
@@ -90,6 +99,11 @@ class FaultServer:
                     status = int(fault[:3])
                     return JSONResponse({"error": {"message": f"bad key {request.headers.get('authorization')}"}},
                                         status_code=status)
+                echo = ""  # "200echo": the key's forms after the good reply
+                if fault in ("401echoforms", "200echo"):
+                    echo = " " + key_forms(request.headers.get("authorization", "").partition(" ")[2])
+                    if fault == "401echoforms":
+                        return JSONResponse({"error": {"message": f"bad key{echo}"}}, status_code=401)
                 if fault == "400":
                     return JSONResponse({"error": {"message": "bad request"}}, status_code=400)
                 if fault == "500":
@@ -100,6 +114,7 @@ class FaultServer:
                 if fault == "malformed":
                     return PlainTextResponse('{"choices": [{"message": {"content": "<think>', status_code=200)
                 text = self.reply[: len(self.reply) // 2] if fault == "truncated" else self.reply
+                text += echo
                 prompt = body["messages"][-1]["content"]
                 return JSONResponse({
                     "id": f"x{n}", "object": "chat.completion", "model": body.get("model"),

@@ -204,3 +204,43 @@ def test_a_longer_eval_reuses_a_shorter_one(fake_key, tmp_path):
     assert {t.rsplit(":", 1)[1] for t in tags_2} == {"0", "1"} and {t.rsplit(":", 1)[1] for t in tags_4} == {"2", "3"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_eval"] == 2 and summary["first_episode"] == 0  # describes the last command's range
+
+
+def files_and_output_holding(core: str, root: Path, lines: list[str], capfd) -> list[str]:
+    """Every file under `root` (the results dir and the eval folders), log line or captured
+    output that holds `core`: a part of the key that each of its forms (raw, stripped, repr,
+    bytes repr, JSON, URL-encoded) keeps."""
+    captured = capfd.readouterr()
+    found = [str(p) for p in root.rglob("*") if p.is_file() and core in p.read_text(errors="replace")]
+    return found + [name for name, text in (("log", "\n".join(lines)), ("stdout", captured.out),
+                                            ("stderr", captured.err)) if core in text]
+
+
+def test_a_key_with_control_or_non_ascii_characters_is_refused_naming_only_the_variable(monkeypatch, tmp_path, capfd):
+    # a CRLF key file, a secret file's trailing newline, a pasted space or a non-ASCII
+    # character: exit 2 before any request, naming the variable and never the value
+    core = "CRLFc0re7e"
+    server = FaultServer({})
+    with running_server(server.app()) as url:
+        for i, key in enumerate([f"sk-{core}\r", f"sk-{core}\r\n", f"sk-{core}\n", f" sk-{core}", f"sk-{core}\u00e9"]):
+            monkeypatch.setenv("ARENA_TEST_KEY", key)
+            lines: list[str] = []
+            assert eval_main(api_args(url, tmp_path / f"e{i}", n=1, results_dir=str(tmp_path)), log=lines.append) == 2
+            err = capfd.readouterr().err
+            assert "api_key_env=ARENA_TEST_KEY" in err and "printable ASCII without spaces" in err
+            assert files_and_output_holding(core, tmp_path, lines, capfd) == [] and core not in err
+    assert server.log == []  # refused before any request
+
+
+def test_every_form_of_an_echoed_key_is_redacted(monkeypatch, tmp_path, capfd):
+    # a key with characters that repr, JSON and URL encoding each change; a server that echoes
+    # it in every form, in a good reply and then in the final error body
+    core = "FAKEc0re9d"
+    monkeypatch.setenv("ARENA_TEST_KEY", f"sk-arena/{core}+q=\\z'")
+    server = FaultServer({1: "200echo", **{n: "401echoforms" for n in range(2, 60)}})
+    lines: list[str] = []
+    with running_server(server.app()) as url:
+        assert eval_main(api_args(url, tmp_path / "failing", n=1, results_dir=str(tmp_path)), log=lines.append) == 1
+    assert "[redacted]" in (tmp_path / "failing" / "error.txt").read_text()
+    assert server.auth == {f"Bearer sk-arena/{core}+q=\\z'"}  # the key was sent as it is
+    assert files_and_output_holding(core, tmp_path, lines, capfd) == []
