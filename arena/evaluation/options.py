@@ -157,9 +157,23 @@ NOT_IN_EVAL_ID = ("label", "api_key_env", "max_tokens_field", "concurrency", "ma
 
 def eval_id(cfg, options: EvalOptions) -> str:
     """A hash of what decides the episodes' outcomes: environment, prompts, decoding, policy."""
+    return _hash(_eval_inputs(cfg, options))
+
+
+def pool_id(cfg, options: EvalOptions) -> str:
+    """eval_id without the first episode (`seed`): evals with the same pool_id play the same
+    episode i identically, so the report pools them, counting each episode index once."""
+    return _hash({k: v for k, v in _eval_inputs(cfg, options).items() if k != "seed"})
+
+
+def _hash(what: dict) -> str:
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _eval_inputs(cfg, options: EvalOptions) -> dict:
     from arena.config import to_plain
 
-    what = {
+    return {
         # eval.n is left out: episode i is the same whatever n, so a longer eval reuses a shorter one's
         "env": to_plain(cfg.env), "eval": {k: v for k, v in to_plain(cfg.eval).items() if k != "n"},
         "seed": int(cfg.seed),
@@ -168,7 +182,6 @@ def eval_id(cfg, options: EvalOptions) -> str:
         "model_files": _file_stamps(cfg.model.path) if options.policy == "checkpoint" else None,
         "options": {k: v for k, v in options.public().items() if k not in NOT_IN_EVAL_ID},
     }
-    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _file_stamps(folder: str) -> list:
