@@ -39,8 +39,17 @@ DEFAULTS: dict[str, Any] = {
     "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
     "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
 }
-SERVE_DEFAULTS: dict[str, Any] = {"model.path": None, "port": 8000, "host": "127.0.0.1", "served_name": None,
-                                  "device": "cpu", "max_tokens": None}
+SERVE_DEFAULTS: dict[str, Any] = {
+    "model.path": None,  # the checkpoint folder to serve
+    "port": 8000,
+    "host": "127.0.0.1",  # bind address; no authentication, so keep it local unless the network is trusted
+    "served_name": None,  # the model id /v1/models lists; default: the folder's name
+    "device": "cpu",
+    "max_tokens": None,  # per reply when a request names none; default 256 (capped by the room left)
+    "max_model_len": None,  # prompt + max_tokens must fit it (else 400); default: the model's context
+    "max_body_bytes": None,  # a larger request body is refused (413); default 1 MiB
+    "request_timeout": None,  # seconds per request, waiting for the model included (else 504); default 600
+}
 OPENAI_MAX_TOKENS = 1024
 
 
