@@ -198,6 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(arg in HELP_FLAGS for arg in rest):
         print(help_text(verb))
         return EXIT_OK
+    from arena.env_vars import BadEnvironment, check_environment
+
+    try:  # every ARENA_* variable, before anything runs (arena/env_vars.py)
+        check_environment(ignore=tuple(a.split("=", 1)[1] for a in rest if a.startswith("api_key_env=")))
+    except BadEnvironment as exc:
+        return print_bad_input(verb, exc)
     try:
         return VERBS[verb](rest)
     except BadInput as exc:
