@@ -4,6 +4,7 @@ arena.cli_help's, generated from where each key is defined.
 """
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Callable, Sequence
 
@@ -68,9 +69,13 @@ def _envs(args: Sequence[str]) -> int:
     if env not in ENVS:
         raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
     seed, n = int(opts.pop("seed", 0)), int(opts.pop("n", 100))
+    make_pool = opts.pop("make_pool", False) is True  # a run without a terminal may make a pool (minutes)
     # the environment's kwargs from configs/env/<env>.yaml, then the command line's
     env_kwargs = {**_config([f"env={env}"]).env.kwargs, **opts}
     try:
+        from arena.envs import announce_first_use
+
+        announce_first_use(env, dict(env_kwargs), consent=make_pool)
         if args[0] == "play":
             return int(commands.play(env, seed, **env_kwargs) or 0)
         commands.check(env, n, **env_kwargs)
@@ -208,6 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return VERBS[verb](rest)
     except BadInput as exc:
         return print_bad_input(verb, exc)
+    except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted)
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        return print_bad_input(verb, f"cannot write {exc.filename}: {exc.strerror}; valid: a results_dir= (or out=) "
+                                     "this user can write")
 
 
 if __name__ == "__main__":

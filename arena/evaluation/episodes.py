@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from arena.agent.projection import extract_action, project
 from arena.agent.prompts import render_prompt, task_from_obs
 from arena.runs import atomic_write_json, atomic_write_text
+from arena.runs.atomic import append_text
 
 from .client import Reply
 from .debate import TurnDecision
@@ -108,9 +109,7 @@ class TurnLog:
         row = {"prompt_sha": key, "text": decision.text, "chosen_agent": decision.chosen_agent,
                "replies": [[asdict(r) for r in rnd] for rnd in decision.replies]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
+        append_text(self.path, json.dumps(row) + "\n")  # never through a symlink
         return decision
 
     def _rewrite_kept(self) -> None:

@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "max_tokens_field": "max_tokens",  # max_completion_tokens for OpenAI reasoning models (o-series, gpt-5)
     "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
     "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
+    "make_pool": False,  # true: a run without a terminal may make the env's pool on first use (household: minutes)
 }
 SERVE_DEFAULTS: dict[str, Any] = {
     "model.path": None,  # the checkpoint folder to serve

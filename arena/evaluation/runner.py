@@ -19,7 +19,7 @@ from typing import Callable
 import yaml
 
 from arena.config import BadConfig, load_config, to_plain
-from arena.envs import eval_seed, eval_size, make
+from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
 from arena.runs import RunFolder, atomic_write_text
 from arena.runs.provenance import provenance
 from arena.sweeps.ledger import CellLock
@@ -45,6 +45,12 @@ def prepare(args: dict):
         raise BadEvalInput(str(exc)) from exc
     if int(cfg.seed) < 0 or int(cfg.eval.n) < 1:
         raise BadEvalInput(f"need seed >= 0 (the first held-out episode) and n >= 1; got seed={cfg.seed}, n={cfg.eval.n}")
+    if not isinstance(opts.get("make_pool", False), bool):
+        raise BadEvalInput(f"make_pool={opts['make_pool']!r}; valid: true, false")
+    try:  # a long first-use generation (household's large pool) is said up front, and needs make_pool=true unattended
+        announce_first_use(str(cfg.env.name), to_plain(cfg.env.kwargs), consent=opts.get("make_pool", False))
+    except EnvUnavailableError as exc:
+        raise BadEvalInput(str(exc)) from exc
     size = eval_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))  # episodes i >= size would replay i mod size
     if size is not None and int(cfg.seed) + int(cfg.eval.n) > size:
         raise BadEvalInput(f"seed={cfg.seed} n={cfg.eval.n} asks for held-out episodes past the {size} distinct ones of "
