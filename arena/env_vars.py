@@ -1,7 +1,8 @@
 """Every ARENA_* environment variable arena reads, in one table (docs/design.md, Environment
 variables), checked by every `arena` verb before it does anything (`check_environment`):
 
-- a bad value is bad input: exit 2 naming the variable and its valid range;
+- a bad value is bad input: exit 2 naming the variable and its valid range (an empty value
+  counts as unset, as everywhere arena reads these);
 - a test hook (a variable made for the test suite, e.g. ARENA_CRASH_AT) that is set prints a
   loud notice, and `active_test_hooks()` is recorded in every summary.json (`test_hooks`);
 - a hand-off (a variable arena sets for its own child processes, e.g. the commit a sweep
@@ -103,6 +104,8 @@ def check_environment(environ: Optional[MutableMapping[str, str]] = None, *, ign
                 close = difflib.get_close_matches(name, BY_NAME, n=2, cutoff=0.7)
                 hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(BY_NAME)}"
                 warn(f"arena: warning: unknown environment variable {name} is ignored{hint}")
+        elif value == "" and var.kind != HAND_OFF:
+            continue  # set but empty: the same as unset, where each is read
         elif var.kind == HAND_OFF:
             del environ[name]
             warn(f"arena: NOTICE: {name} is set in this shell; arena sets it only for its own child processes "

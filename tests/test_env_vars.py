@@ -25,6 +25,13 @@ def test_a_bad_value_exits_2_with_the_valid_range(monkeypatch, capsys, name, val
     assert f"{name}={value!r}: valid: {valid}" in err and "Traceback" not in err
 
 
+def test_an_empty_value_counts_as_unset(monkeypatch, capsys):
+    monkeypatch.setenv("ARENA_CRASH_AT", "")  # as the kill tests pass it for an undisturbed run
+    monkeypatch.setenv("ARENA_HEARTBEAT_S", "")
+    assert main(["methods"]) == 0
+    assert "ARENA_" not in capsys.readouterr().err and provenance()["test_hooks"] == {}
+
+
 def test_a_commit_from_the_shell_does_not_replace_the_recorded_one(monkeypatch, capsys):
     monkeypatch.setenv("ARENA_GIT_SHA", "c" * 40)
     monkeypatch.setenv("ARENA_GIT_DIRTY", "0")

@@ -32,7 +32,7 @@ def heartbeat_period() -> float:
     """$ARENA_HEARTBEAT_S (checked against its range in arena/env_vars.py), else 10 s."""
     from arena.env_vars import BY_NAME, BadEnvironment
 
-    raw, var = os.environ.get("ARENA_HEARTBEAT_S", "10"), BY_NAME["ARENA_HEARTBEAT_S"]
+    raw, var = os.environ.get("ARENA_HEARTBEAT_S") or "10", BY_NAME["ARENA_HEARTBEAT_S"]
     if not var.check(raw):
         raise BadEnvironment(f"ARENA_HEARTBEAT_S={raw!r}: valid: {var.valid} ({var.meaning})")
     return float(raw)
