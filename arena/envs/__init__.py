@@ -82,6 +82,7 @@ def announce_first_use(name: str, kwargs: dict, *, consent: bool, interactive: O
     EnvUnavailableError (exit 2), so a script never starts a long generation by surprise."""
     import sys
 
+    check_available(name, **kwargs)  # a bad pool name or size first, named with its valid values
     notice = first_use_notice(name, **kwargs)
     if notice is None:
         return

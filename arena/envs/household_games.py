@@ -236,12 +236,13 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def reuse_game(games_dir: Path, spec: dict, donors: list[Path]) -> dict | None:
-    """Copy the first donor's finished game whose entry equals `spec` into games_dir; return its
-    entry with the new spec's split, or None when no donor holds that game."""
+    """Copy the first donor's finished game whose entry equals `spec`, and whose files match the
+    digests its entry records, into games_dir; return its entry with the new spec's split, or
+    None when no donor holds that game intact."""
     for folder in donors:
         entry = json.loads((folder / f"{spec['name']}{ENTRY_SUFFIX}").read_text())
-        if not same_game(entry, spec):
-            continue
+        if not same_game(entry, spec) or game_problem(folder, spec["name"], entry.get("sha256")) is not None:
+            continue  # another game, or files that are not (provably) the ones its entry describes
         for ext in GAME_FILE_SUFFIXES:
             _link_or_copy(folder / (spec["name"] + ext), games_dir / (spec["name"] + ext))
         return dict(spec, seed=entry["seed"], walkthrough=list(entry["walkthrough"]))

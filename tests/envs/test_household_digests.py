@@ -78,3 +78,23 @@ def test_a_swapped_generated_game_is_regenerated_and_its_digest_recorded(tmp_pat
     del entry1["sha256"]
     hg.verified_game(pool, pool, manifest, entry1, log=lambda *a: None)
     assert made[4:] == [entry1["name"]] and "sha256" in entry1
+
+
+def test_a_donor_game_that_is_not_provably_intact_is_not_reused(tmp_path, monkeypatch):
+    made = []
+
+    def fake_generate(out_dir, spec, max_tries=20):
+        for ext in hg.GAME_FILE_SUFFIXES:
+            (out_dir / (spec["name"] + ext)).write_bytes(b"fresh " + spec["name"].encode())
+        made.append(spec["name"])
+        return dict(spec, walkthrough=["made"])
+
+    monkeypatch.setattr(hg, "generate_game", fake_generate)
+    specs = hg.pool_specs(2, first_seed=7)
+    hg.build_pool(tmp_path / "old", specs, archive=False, log=lambda *a: None)
+    (tmp_path / "old" / f"{specs[0]['name']}.z8").write_bytes(b"corrupted")  # donor game 0 damaged
+    entry1 = tmp_path / "old" / f"{specs[1]['name']}{hg.ENTRY_SUFFIX}"
+    entry1.write_text(json.dumps({k: v for k, v in json.loads(entry1.read_text()).items() if k != "sha256"}))
+    made.clear()
+    hg.ensure_pool(tmp_path / "new", specs, log=lambda *a: None)
+    assert made == [s["name"] for s in specs]  # neither the damaged nor the undigested game was copied
