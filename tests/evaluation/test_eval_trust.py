@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 from arena.evaluation.client import MALFORMED_ABORT
 from arena.evaluation.episodes import load_cached
@@ -64,21 +65,20 @@ def test_a_failed_longer_rerun_leaves_no_done_summary(fake_key, tmp_path):
 
 
 def test_two_concurrent_runs_of_one_eval_pay_once(fake_key, tmp_path):
-    server = FaultServer({}, delay_s=0.05)
-    out, codes, start = tmp_path / "e", [], threading.Barrier(2)
+    server = FaultServer({}, delay_s=0.1)  # 3 episodes x up to 8 turns: the first run takes seconds
+    out, codes = tmp_path / "e", []
     with running_server(server.app()) as url:
-        def run():
-            start.wait()
-            codes.append(eval_main(api_args(url, out, n=3, concurrency=1), **QUIET))
-
-        threads = [threading.Thread(target=run) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert sorted(codes) == [0, 1]  # the second found the eval's lock held and asked nothing
+        first = threading.Thread(target=lambda: codes.append(eval_main(api_args(url, out, n=3, concurrency=1), **QUIET)))
+        first.start()
+        deadline = time.time() + 30
+        while not server.log and time.time() < deadline:  # the first run holds the lock and is paying
+            time.sleep(0.01)
+        lines = []
+        second = eval_main(api_args(url, out, n=3, concurrency=1), log=lines.append)
+        first.join()
+    assert codes == [0] and second == 1 and "another arena eval is running this eval" in lines[-1]
     summary = json.loads((out / "summary.json").read_text())
-    assert len(server.log) == summary["requests"] + summary["retries"]
+    assert len(server.log) == summary["requests"] + summary["retries"]  # every request paid once
 
 
 def test_report_pools_only_identical_eval_configs_counting_each_episode_once(fake_key, tmp_path):
