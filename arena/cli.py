@@ -4,6 +4,7 @@ arena.cli_help's, generated from where each key is defined.
 """
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Callable, Sequence
 
@@ -78,9 +79,13 @@ def _envs(args: Sequence[str]) -> int:
     if env not in ENVS:
         raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
     seed, n = _int_option(opts, "seed", 0, 0), _int_option(opts, "n", 100, 1)
+    make_pool = opts.pop("make_pool", False) is True  # a run without a terminal may make a pool (minutes)
     # the environment's kwargs from configs/env/<env>.yaml, then the command line's
     env_kwargs = {**_config([f"env={env}"]).env.kwargs, **opts}
     try:
+        from arena.envs import announce_first_use
+
+        announce_first_use(env, dict(env_kwargs), consent=make_pool)
         if args[0] == "play":
             return int(commands.play(env, seed, **env_kwargs) or 0)
         commands.check(env, n, **env_kwargs)
@@ -272,6 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(arg in HELP_FLAGS for arg in rest):
         _print_help(help_text(verb, [a for a in rest if a not in HELP_FLAGS]))
         return EXIT_OK
+    from arena.env_vars import BadEnvironment, check_environment
+
+    try:  # every ARENA_* variable, before anything runs (arena/env_vars.py)
+        check_environment(ignore=tuple(a.split("=", 1)[1] for a in rest if a.startswith("api_key_env=")))
+    except BadEnvironment as exc:
+        return print_bad_input(verb, exc)
+
     from arena.runs.run_log import remember_command
 
     remember_command(argv)  # what each run folder's command.txt records
@@ -280,6 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return VERBS[verb](rest)
     except (BadInput, BadArgument) as exc:
         return print_bad_input(verb, exc)
+    except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted)
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        return print_bad_input(verb, f"cannot write {exc.filename}: {exc.strerror}; valid: a results_dir= (or out=) "
+                                     "this user can write")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from arena.lm.micro_batches import trim_padding
 from arena.lm.model import build_model, load_model, save_checkpoint
 from arena.lm.tokenizer import build_tokenizer
 
-from .key import bc_hash
+from .key import bc_hash, bc_key
 from .stop import BandStop
 
 THINK = "plan"  # the short think text of every demonstration
@@ -140,10 +140,10 @@ def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed
 
 
 def cache_problem(out: Path) -> str | None:
-    """None when `<out>/bc.json` parses and `<out>/model` is the checkpoint it describes, else
-    why not. bc.json records every model file's size and sha256 (`model_files`); a bc.json
-    written before that record existed is checked for structure instead (config.json parses,
-    each safetensors file is as long as its header says)."""
+    """None when `<out>/bc.json` parses, names the key `out` is named by (`bc_hash`: a folder
+    swapped or copied from another BC config, e.g. another seed's, is not this one's), and
+    `<out>/model` is the checkpoint it describes (`model_files`: every model file's size and
+    sha256), else why not. A bc.json without those records (an older arena's) is no proof."""
     try:
         report = json.loads((out / "bc.json").read_text())
     except FileNotFoundError:
@@ -152,37 +152,12 @@ def cache_problem(out: Path) -> str | None:
         return f"{out / 'bc.json'} is not valid JSON ({exc})"
     if not isinstance(report, dict):
         return f"{out / 'bc.json'} is not a JSON object"
-    if isinstance(report.get("model_files"), dict):
-        return digest_problem(out / "model", report["model_files"])
-    return _structure_problem(out / "model")
-
-
-def _structure_problem(model_dir: Path) -> str | None:
-    """A checkpoint without a recorded digest: config.json must parse, and each safetensors file
-    must be 8 + header + data bytes long (header: u64 little-endian length, then JSON whose
-    data_offsets end at the data's last byte)."""
-    try:
-        json.loads((model_dir / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        return f"{model_dir / 'config.json'} is unreadable ({exc})"
-    weights = sorted(model_dir.glob("*.safetensors"))
-    if not weights:
-        return f"{model_dir} holds no *.safetensors file"
-    for path in weights:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            length = int.from_bytes(head, "little") if len(head) == 8 else -1
-            try:
-                header = json.loads(fh.read(length)) if 0 <= length <= size - 8 else None
-            except ValueError:
-                header = None
-        if not isinstance(header, dict):
-            return f"{path} has no readable safetensors header (truncated?)"
-        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-        if size != 8 + length + end:
-            return f"{path} has {size} bytes, its header says {8 + length + end} (truncated?)"
-    return None
+    if not isinstance(report.get("model_files"), dict):
+        return f"{out / 'bc.json'} records no file digests (an older format): nothing proves the model is intact"
+    if report.get("bc_hash") != out.name:
+        return (f"{out / 'bc.json'} is the record of BC key {report.get('bc_hash')}, not of {out.name} "
+                "(a folder swapped or copied from another BC config?)")
+    return digest_problem(out / "model", report["model_files"])
 
 
 def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
@@ -208,6 +183,7 @@ def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
         report = train_bc(cfg, model_dir, log=log)
         fsync_tree(model_dir)
         report["model_files"] = folder_digest(model_dir)
+        report["bc_hash"], report["bc_key"] = out.name, bc_key(cfg)  # checked against the folder's name
         atomic_write_json(out / "bc.json", report)
     return model_dir
 

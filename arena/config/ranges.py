@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -31,7 +32,26 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def non_finite_problem(node: Any, prefix: str = "") -> Optional[str]:
+    """The first key of the (plain) config holding nan, or inf outside `po.hp.*`, named with the
+    valid values, or None: no key of arena's takes them (`lr=inf` would train on nothing but
+    nan); a member hyperparameter may use +inf for "off" (e.g. seq_mask's delta)."""
+    if isinstance(node, dict):
+        items = ((f"{prefix}{k}", v) for k, v in node.items())
+    elif isinstance(node, list):
+        items = ((f"{prefix[:-1]}[{i}]", v) for i, v in enumerate(node))
+    else:
+        return None
+    for key, value in items:
+        if isinstance(value, float) and (math.isnan(value) or (math.isinf(value) and not key.startswith("po.hp."))):
+            return f"{key}={value!r} is not a finite number; valid: a finite number"
+        problem = non_finite_problem(value, key + ".")
+        if problem:
+            return problem
+    return None
 
 
 def range_problem(key: str, value: Any) -> Optional[str]:
@@ -52,6 +72,9 @@ def range_problem(key: str, value: Any) -> Optional[str]:
 
 
 def check_ranges(cfg: DictConfig) -> None:
+    problem = non_finite_problem(OmegaConf.to_container(cfg, resolve=True))
+    if problem:
+        raise RangeError(problem)
     for key in INT_AT_LEAST_1 + INT_AT_LEAST_0 + OPTIONAL_INT_AT_LEAST_1 + FLOAT_ABOVE_0 + FLOAT_AT_LEAST_0 + FLOAT_IN_0_1:
         problem = range_problem(key, OmegaConf.select(cfg, key, default=None))
         if problem:

@@ -75,5 +75,23 @@ def first_use_notice(name: str, **kwargs) -> Optional[str]:
     return None if notice is None else notice(**kwargs)
 
 
-__all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "EnvUnavailableError", "check_available", "eval_seed",
-           "eval_size", "first_use_notice", "is_eval_seed", "make", "validation_size"]
+def announce_first_use(name: str, kwargs: dict, *, consent: bool, interactive: Optional[bool] = None) -> None:
+    """Before a one-config command (`arena eval`, `arena envs`) makes its environment: print
+    what the first use will make (first_use_notice) to stderr, up front. A non-interactive run
+    (stdin not a terminal) must say it wants that (`make_pool=true`): without it,
+    EnvUnavailableError (exit 2), so a script never starts a long generation by surprise."""
+    import sys
+
+    check_available(name, **kwargs)  # a bad pool name or size first, named with its valid values
+    notice = first_use_notice(name, **kwargs)
+    if notice is None:
+        return
+    interactive = sys.stdin.isatty() if interactive is None else interactive
+    if not consent and not interactive:
+        raise EnvUnavailableError(f"{notice}. This run is not interactive: pass make_pool=true to make it now, or "
+                                  "env.kwargs.pool=committed to play the small committed pool instead")
+    print(f"[{name}] {notice}", file=sys.stderr, flush=True)
+
+
+__all__ = ["ENVS", "EVAL_SEED_OFFSET", "Env", "EnvUnavailableError", "announce_first_use", "check_available",
+           "eval_seed", "eval_size", "first_use_notice", "is_eval_seed", "make", "validation_size"]

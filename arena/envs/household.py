@@ -31,7 +31,7 @@ from typing import Any, Optional
 from .base import EVAL_SEED_OFFSET, VAL_SEED_OFFSET, EnvUnavailableError
 from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, LARGE_FIRST_EXTRA_TRAIN,
                               LARGE_FIRST_VAL, LARGE_SIZES, MANIFEST_NAME, SPLITS, default_cache_dir,
-                              ensure_large_pool, games_folder, large_pool_layout, read_manifest)
+                              ensure_large_pool, games_folder, large_pool_layout, read_manifest, verified_game)
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
@@ -159,6 +159,7 @@ class HouseholdEnv:
         else:
             pool_dir = ensure_large_pool(cache, n_games=n_large, first_seed=large_first_seed, n_eval=n_eval)
         manifest = read_manifest(pool_dir)
+        self.pool_dir, self.manifest = pool_dir, manifest
         self.games_dir = games_folder(pool_dir, manifest, cache)
         self.games = {split: [g for g in manifest["games"] if g["split"] == split] for split in SPLITS}
         if not self.games["train"] or not self.games["eval"]:
@@ -184,7 +185,8 @@ class HouseholdEnv:
     def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
         game = self.game_for_seed(seed)
         path = str(self.games_dir / (game["name"] + ".z8"))
-        if path != self._game_path:
+        if path != self._game_path:  # its files are checked the first time this process plays it
+            verified_game(self.pool_dir, self.games_dir, self.manifest, game)
             if self._episode is not None:
                 release_env(self._game_path, self._episode.tw_env)
             self._episode = TextWorldEpisode(

@@ -7,8 +7,15 @@ solid `games.tar.xz`: the compiled stories share the Inform 7 library, so one so
 named by the archive's hash. A generated pool (`pool="large"`) keeps its game files unpacked.
 
 The manifest lists, for each game: `name` (file stem), `world_size` (rooms), `nb_objects`,
-`quest_length`, `seed` (the textworld seed that made it), `split` (train | val | eval, fixed)
-and `walkthrough` (the commands that win it).
+`quest_length`, `seed` (the textworld seed that made it), `split` (train | val | eval, fixed),
+`walkthrough` (the commands that win it) and, in a generated pool, `sha256` ({".z8": hex,
+".json": hex}: its files' digests). An extracted archive records its files' digests in
+`digests.json` (computed from the archive's bytes at extraction).
+
+A game's files are checked against those digests the first time a process plays it
+(`verified_game`; once per game per process): a swapped, truncated or corrupted game (or a
+generated game without a digest, from an older pool) is never played: it is made again (a
+generated game regenerated from its entry, an archived one extracted again) and checked again.
 
 The large pool's splits (`large_pool_specs`, docs/testbed.md "The large pool"): game i of a pool
 with first seed s is made from seed s + i whatever the pool's size, so a small pool is the
@@ -34,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from arena.runs.atomic import atomic_write_json, atomic_write_text
+from arena.runs.atomic import atomic_write_json, atomic_write_text, atomic_write_with
 
 COMMITTED_POOL_DIR = Path(__file__).parent / "games" / "household"
 ARCHIVE_NAME = "games.tar.xz"
@@ -52,6 +59,7 @@ EVAL_SIZES = tuple(range(256, 2048 + 1, 256))
 LARGE_EVAL_GAMES = EVAL_SIZES[0]  # the eval split of large_pool_specs; more are extra games
 EXTRA_EVAL_SEED_OFFSET = 1_000_000
 ENTRY_SUFFIX = ".entry.json"  # a generated game's manifest entry, written when the game is done
+DIGESTS_NAME = "digests.json"  # an extracted archive's {file name: sha256}, written before the folder is complete
 GAME_FILE_SUFFIXES = (".z8", ".json")  # a game's story file and its textworld state file
 RETRY_SEED_STEP = 10_000  # generate_game tries seed, seed + 10_000, ... until a quest exists
 
@@ -228,12 +236,13 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def reuse_game(games_dir: Path, spec: dict, donors: list[Path]) -> dict | None:
-    """Copy the first donor's finished game whose entry equals `spec` into games_dir; return its
-    entry with the new spec's split, or None when no donor holds that game."""
+    """Copy the first donor's finished game whose entry equals `spec`, and whose files match the
+    digests its entry records, into games_dir; return its entry with the new spec's split, or
+    None when no donor holds that game intact."""
     for folder in donors:
         entry = json.loads((folder / f"{spec['name']}{ENTRY_SUFFIX}").read_text())
-        if not same_game(entry, spec):
-            continue
+        if not same_game(entry, spec) or game_problem(folder, spec["name"], entry.get("sha256")) is not None:
+            continue  # another game, or files that are not (provably) the ones its entry describes
         for ext in GAME_FILE_SUFFIXES:
             _link_or_copy(folder / (spec["name"] + ext), games_dir / (spec["name"] + ext))
         return dict(spec, seed=entry["seed"], walkthrough=list(entry["walkthrough"]))
@@ -255,16 +264,18 @@ def generate_games(games_dir: Path, specs: list[dict], *, log: Callable[[str], N
     for k, spec in enumerate(specs, start=1):
         entry_path = games_dir / f"{spec['name']}{ENTRY_SUFFIX}"
         if entry_path.is_file() and (games_dir / f"{spec['name']}.z8").is_file():
-            entries.append(json.loads(entry_path.read_text()))
+            entries.append({"sha256": game_digests(games_dir, spec["name"]), **json.loads(entry_path.read_text())})
             continue
         entry = reuse_game(games_dir, spec, donors.get(spec["name"], []))
         if entry is not None:
+            entry["sha256"] = game_digests(games_dir, spec["name"])
             atomic_write_json(entry_path, entry)
             entries.append(entry)
             reused += 1
             continue
         t0 = time.perf_counter()
         entry = generate_game(games_dir, spec)
+        entry["sha256"] = game_digests(games_dir, spec["name"])
         atomic_write_json(entry_path, entry)
         entries.append(entry)
         made, spent = made + 1, spent + time.perf_counter() - t0
@@ -322,13 +333,14 @@ def games_folder(pool_dir: Path, manifest: dict, cache_dir: Path) -> Path:
         return Path(pool_dir)
     archive = Path(pool_dir) / manifest["archive"]
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
-    target = Path(cache_dir) / f"committed-{digest}"
+    target = Path(cache_dir) / f"committed-{digest}-d"  # -d: with digests.json (older folders lack it)
     if (target / ".complete").is_file():
         return target
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".extract-"))
     with tarfile.open(archive, "r:xz") as tar:
         tar.extractall(tmp, filter="data")
+    atomic_write_json(tmp / DIGESTS_NAME, {p.name: file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()})
     (tmp / ".complete").write_text("ok\n")
     try:
         os.rename(tmp, target)
@@ -383,3 +395,92 @@ def ensure_large_pool(cache_dir: Path, *, n_games: int, first_seed: int, n_eval:
     earlier 512-game pool, a large pool with fewer eval games) are copied, not generated."""
     pool_dir, specs = large_pool_layout(cache_dir, n_games=n_games, first_seed=first_seed, n_eval=n_eval)
     return ensure_pool(pool_dir, specs, log=log)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def game_digests(games_dir: Path, name: str) -> dict[str, str]:
+    """{".z8": sha256, ".json": sha256} of one game's files (missing files are left out)."""
+    return {ext: file_sha256(Path(games_dir) / (name + ext)) for ext in GAME_FILE_SUFFIXES
+            if (Path(games_dir) / (name + ext)).is_file()}
+
+
+def game_problem(games_dir: Path, name: str, recorded) -> str | None:
+    """None when the game's files are there with the recorded digests, else why not."""
+    if not isinstance(recorded, dict) or set(recorded) != set(GAME_FILE_SUFFIXES):
+        return f"game {name} has no recorded sha256 (a pool made by an older arena)"
+    now = game_digests(games_dir, name)
+    for ext in GAME_FILE_SUFFIXES:
+        if ext not in now:
+            return f"{Path(games_dir) / (name + ext)} is missing"
+        if now[ext] != recorded[ext]:
+            return f"{Path(games_dir) / (name + ext)} differs from its recorded sha256 (swapped, truncated or corrupted)"
+    return None
+
+
+_VERIFIED: set[tuple[str, str]] = set()  # (games folder, game name) checked in this process
+
+
+def verified_game(pool_dir: Path, games_dir: Path, manifest: dict, entry: dict,
+                  log: Callable[[str], None] = _log_stderr) -> dict:
+    """`entry` once its files match their digests (module docstring), the first time this
+    process asks; a bad game is made again first (under the pool's lock) and `entry` updated
+    in place. RuntimeError if it is still bad after that."""
+    key = (str(Path(games_dir).resolve()), entry["name"])
+    if key in _VERIFIED:
+        return entry
+    archived = bool(manifest.get("archive"))
+    recorded = _archived_digests(games_dir, entry["name"]) if archived else entry.get("sha256")
+    problem = game_problem(games_dir, entry["name"], recorded)
+    if problem is not None:
+        log(f"[household] {problem}: not played; making it again")
+        with open(Path(games_dir).parent / f"{Path(games_dir).name}.lock", "a") as lock:  # ensure_pool's lock
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if archived:
+                _extract_again(Path(pool_dir) / manifest["archive"], games_dir, entry["name"])
+            else:
+                entry.update(_regenerate(Path(pool_dir), entry))
+        recorded = _archived_digests(games_dir, entry["name"]) if archived else entry.get("sha256")
+        problem = game_problem(games_dir, entry["name"], recorded)
+        if problem is not None:
+            raise RuntimeError(f"household game {entry['name']} is still bad after it was made again: {problem}")
+    _VERIFIED.add(key)
+    return entry
+
+
+def _archived_digests(games_dir: Path, name: str) -> dict | None:
+    try:
+        digests = json.loads((Path(games_dir) / DIGESTS_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    found = {ext: digests.get(name + ext) for ext in GAME_FILE_SUFFIXES}
+    return found if all(found.values()) else None
+
+
+def _extract_again(archive: Path, games_dir: Path, name: str) -> None:
+    """The game's members of `archive`, written over its extracted files (each atomically)."""
+    with tarfile.open(archive, "r:xz") as tar:
+        for ext in GAME_FILE_SUFFIXES:
+            data = tar.extractfile(name + ext).read()
+            atomic_write_with(Path(games_dir) / (name + ext), lambda tmp: Path(tmp).write_bytes(data))
+
+
+def _regenerate(pool_dir: Path, entry: dict) -> dict:
+    """Generate one game of a generated pool again from its entry (its seed is the one that
+    worked) and record its new digests in its entry file and the manifest (atomically)."""
+    spec = {k: entry[k] for k in ("name", "world_size", "nb_objects", "quest_length", "seed", "split")}
+    for ext in GAME_FILE_SUFFIXES:
+        (pool_dir / (entry["name"] + ext)).unlink(missing_ok=True)
+    fresh = generate_game(pool_dir, spec)
+    fresh["sha256"] = game_digests(pool_dir, entry["name"])
+    atomic_write_json(pool_dir / f"{entry['name']}{ENTRY_SUFFIX}", fresh)
+    manifest = json.loads((pool_dir / MANIFEST_NAME).read_text())
+    manifest["games"] = [fresh if g["name"] == entry["name"] else g for g in manifest["games"]]
+    atomic_write_text(pool_dir / MANIFEST_NAME, json.dumps(manifest, indent=1) + "\n")
+    return fresh

@@ -10,7 +10,10 @@ it; tenacity retries it:
   error and the number of attempts; other 4xx (bad request, auth) fail at once.
 A 200 reply whose body is not the chat-completions JSON (malformed JSON, no choices, content
 not a string) is NOT retried: it becomes an empty reply flagged `malformed`, which the agent
-protocol then counts as an invalid action. Truncated text is passed on as it is.
+protocol then counts as an invalid action. Truncated text is passed on as it is. But an
+endpoint that answers nothing else is broken, not a policy that loses: once the first
+`MALFORMED_ABORT` replies of a client are all malformed, every further request fails with
+ApiFailure (no more requests are paid for), and `all_malformed()` tells the eval to fail.
 
 The API key is read from the environment variable named by `api_key_env` when the client is
 built, sent only in the Authorization header, and never logged: error messages carry the
@@ -29,6 +32,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -38,6 +42,7 @@ import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 RETRY_STATUS = (408, 429)  # plus every 5xx
+MALFORMED_ABORT = 16  # replies, all malformed, after which the endpoint counts as broken
 
 
 class ApiFailure(RuntimeError):
@@ -153,6 +158,24 @@ class ChatClient:
         self.params = {max_tokens_field: max_tokens, **{k: v for k, v in optional.items() if v is not None}}
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         self.http = httpx.Client(base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout, limits=limits)
+        self.replies = self.malformed = 0  # 200 replies this client received, and how many were malformed
+        self._count_lock = threading.Lock()
+
+    def all_malformed(self) -> bool:
+        """Every 200 reply so far was malformed (and there was at least one)."""
+        return 0 < self.replies == self.malformed
+
+    def _count(self, reply: Optional[Reply]) -> None:
+        """Count a 200 reply (None: count nothing, only check); ApiFailure once MALFORMED_ABORT
+        replies came and none was good."""
+        with self._count_lock:
+            self.replies += reply is not None
+            self.malformed += int(reply is not None and reply.malformed)
+            broken = self.malformed >= MALFORMED_ABORT and self.all_malformed()
+        if broken:
+            raise ApiFailure(f"the endpoint answered HTTP 200 with a body that is not chat-completions JSON to each of "
+                             f"the {self.malformed} requests so far: it is broken or not an OpenAI-compatible "
+                             "chat endpoint (check base_url); stopped asking")
 
     def close(self) -> None:
         self.http.close()
@@ -182,6 +205,7 @@ class ChatClient:
     def chat(self, prompt: str, *, tag: str = "") -> Reply:
         """One user message -> Reply, with retries (module docstring). `tag` is sent as the
         X-Arena-Episode header so a server's log can tell episodes apart."""
+        self._count(None)  # a broken endpoint is asked no more
         payload = {"model": self.model, "messages": [{"role": "user", "content": prompt}], **self.params}
         headers = {"X-Arena-Episode": tag} if tag else {}
         retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), wait=self._wait,
@@ -193,4 +217,5 @@ class ChatClient:
             raise ApiFailure(self.redact(f"{type(exc).__name__}: {exc} (gave up after {attempts} attempts)")) from None
         reply.retries = retrying.statistics.get("attempt_number", 1) - 1
         reply.text = self.redact(reply.text)  # a server that echoes the key in a reply: never recorded
+        self._count(reply)
         return reply

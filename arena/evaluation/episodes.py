@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from arena.agent.projection import extract_action, project
 from arena.agent.prompts import render_prompt, task_from_obs
 from arena.runs import atomic_write_json, atomic_write_text
+from arena.runs.atomic import append_text
 
 from .client import Reply
 from .debate import TurnDecision
@@ -36,16 +37,37 @@ def episode_file(run_path: Path, index: int) -> Path:
     return Path(run_path) / EPISODES_DIR / f"{index:07d}.json"
 
 
-def load_cached(run_path: Path) -> dict[int, dict]:
-    """Every complete episode record in the run folder, by episode index."""
+def load_cached(run_path: Path, eval_id: Optional[str] = None) -> dict[int, dict]:
+    """Every complete episode record in the run folder, by episode index; with `eval_id`, only
+    the records that eval wrote (a record naming another eval is never adopted)."""
     out = {}
     for path in sorted((Path(run_path) / EPISODES_DIR).glob("*.json")):
         record = json.loads(path.read_text())
+        if eval_id is not None and record.get("eval_id", eval_id) != eval_id:
+            continue
         out[int(record["episode"])] = record
     return out
 
 
-def write_episode(run_path: Path, record: dict) -> None:
+def foreign_episodes(run_path: Path, eval_id: str) -> list[str]:
+    """The cached episode files (complete or partial) of `run_path` that do not carry `eval_id`:
+    an eval folder without its config.yaml holds no proof that they are this eval's."""
+    folder = Path(run_path) / EPISODES_DIR
+    foreign = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            owner = json.loads(path.read_text()).get("eval_id")
+        except (OSError, ValueError, AttributeError):
+            owner = None
+        if owner != eval_id:
+            foreign.append(path.name)
+    return foreign + sorted(p.name for p in folder.glob("*.partial.jsonl"))
+
+
+def write_episode(run_path: Path, record: dict, eval_id: Optional[str] = None) -> None:
+    """Cache one complete record; `eval_id` is written into it (the report pools by it)."""
+    if eval_id is not None:
+        record["eval_id"] = eval_id
     atomic_write_json(episode_file(run_path, record["episode"]), record)
 
 
@@ -87,9 +109,7 @@ class TurnLog:
         row = {"prompt_sha": key, "text": decision.text, "chosen_agent": decision.chosen_agent,
                "replies": [[asdict(r) for r in rnd] for rnd in decision.replies]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
+        append_text(self.path, json.dumps(row) + "\n")  # never through a symlink
         return decision
 
     def _rewrite_kept(self) -> None:

@@ -11,7 +11,7 @@ the tokenizer has it as one token, and at eos.
 from __future__ import annotations
 
 import threading
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -29,6 +29,7 @@ class LocalModel:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         self.pad_id = pad or 0
         self.lock = threading.Lock()  # one generation at a time (the server's worker threads)
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)  # 0: unknown
 
     def _stop_ids(self) -> list[int]:
         stops = []
@@ -50,12 +51,19 @@ class LocalModel:
 
     @torch.no_grad()
     def complete(self, prompt_ids: Sequence[Sequence[int]], *, temperature: float, top_p: float, max_new_tokens: int,
-                 generator: Optional[torch.Generator] = None) -> list[tuple[str, list[int], list[float], str]]:
-        """Per prompt: (text, token ids, sampler log-probs, finish_reason "stop" | "length")."""
-        with self.lock:
+                 generator: Optional[torch.Generator] = None, should_stop: Optional[Callable[[], bool]] = None,
+                 lock_timeout: float = -1) -> list[tuple[str, list[int], list[float], str]]:
+        """Per prompt: (text, token ids, sampler log-probs, finish_reason "stop" | "length").
+        `should_stop` is asked before every token (sample_tokens: DecodeStopped); TimeoutError
+        when the model stays busy for `lock_timeout` seconds (-1: wait for ever)."""
+        if not self.lock.acquire(timeout=lock_timeout):
+            raise TimeoutError(f"the model stayed busy with other requests for {lock_timeout:.1f} s")
+        try:
             outputs = sample_tokens(self.model, prompt_ids, temperature=temperature, top_p=top_p,
                                     max_new_tokens=max_new_tokens, stop_token_ids=self.stop_ids,
-                                    pad_token_id=self.pad_id, generator=generator)
+                                    pad_token_id=self.pad_id, generator=generator, should_stop=should_stop)
+        finally:
+            self.lock.release()
         results = []
         for tokens, logp in outputs:
             stopped = bool(tokens) and tokens[-1] in self.stop_ids

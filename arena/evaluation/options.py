@@ -38,15 +38,19 @@ DEFAULTS: dict[str, Any] = {
     "max_tokens_field": "max_tokens",  # max_completion_tokens for OpenAI reasoning models (o-series, gpt-5)
     "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
     "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
+    "make_pool": False,  # true: a run without a terminal may make the env's pool on first use (household: minutes)
 }
 # `arena serve` keys and their defaults (docs/eval.md, arena serve)
 SERVE_DEFAULTS: dict[str, Any] = {
-    "model.path": None,  # required: a local checkpoint folder (an arena or Hugging Face model)
+    "model.path": None,  # required: a local checkpoint folder (an arena or Hugging Face model, or a run folder)
     "port": 8000,  # the TCP port, an integer in 0..65535
     "host": "127.0.0.1",  # the address to bind; there is no authentication, so 0.0.0.0 only on a trusted network
     "served_name": None,  # the model id clients send and /v1/models lists; default: the folder's name
     "device": "cpu",  # cpu | cuda
     "max_tokens": None,  # a reply's token limit when the request names none; default 256 (an integer >= 1)
+    "max_model_len": None,  # prompt + max_tokens must fit it (else 400); default: the model's context
+    "max_body_bytes": None,  # a larger request body is refused (413); default 1 MiB
+    "request_timeout": None,  # seconds per request, waiting for the model included (else 504); default 600
 }
 SERVE_DEVICES = ("cpu", "cuda")
 OPENAI_MAX_TOKENS = 1024
@@ -180,9 +184,23 @@ NOT_IN_EVAL_ID = ("label", "api_key_env", "max_tokens_field", "concurrency", "ma
 
 def eval_id(cfg, options: EvalOptions) -> str:
     """A hash of what decides the episodes' outcomes: environment, prompts, decoding, policy."""
+    return _hash(_eval_inputs(cfg, options))
+
+
+def pool_id(cfg, options: EvalOptions) -> str:
+    """eval_id without the first episode (`seed`): evals with the same pool_id play the same
+    episode i identically, so the report pools them, counting each episode index once."""
+    return _hash({k: v for k, v in _eval_inputs(cfg, options).items() if k != "seed"})
+
+
+def _hash(what: dict) -> str:
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _eval_inputs(cfg, options: EvalOptions) -> dict:
     from arena.config import to_plain
 
-    what = {
+    return {
         # eval.n is left out: episode i is the same whatever n, so a longer eval reuses a shorter one's
         "env": to_plain(cfg.env), "eval": {k: v for k, v in to_plain(cfg.eval).items() if k != "n"},
         "seed": int(cfg.seed),
@@ -191,7 +209,6 @@ def eval_id(cfg, options: EvalOptions) -> str:
         "model_files": _file_stamps(cfg.model.path) if options.policy == "checkpoint" else None,
         "options": {k: v for k, v in options.public().items() if k not in NOT_IN_EVAL_ID},
     }
-    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _file_stamps(folder: str) -> list:

@@ -1,10 +1,13 @@
 """`arena eval key=value ...`: evaluate a policy on held-out episodes into a run folder
 (docs/eval.md). Exit codes: 0 every episode done (summary.json written); 1 some episode failed
 (API failure after the last retry, or a crash: error.txt lists them, the done ones stay
-cached and a rerun plays only the rest); 2 bad input.
+cached and a rerun plays only the rest), every reply of the endpoint was malformed (error.txt
+names it; the episodes played with them are set aside, not cached), or another `arena eval`
+of the same eval holds its folder's lock (nothing is paid twice); 2 bad input.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -16,16 +19,18 @@ from typing import Callable
 import yaml
 
 from arena.config import BadConfig, load_config, to_plain
-from arena.envs import eval_seed, eval_size, make
+from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
 from arena.runs import RunFolder, atomic_write_text
 from arena.runs.provenance import provenance
+from arena.sweeps.ledger import CellLock
 
 from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
-from .episodes import TurnLog, load_cached, play_chat_episode, records_from_batch, success_ci, totals, write_episode
-from .options import BadEvalInput, EvalOptions, build_options, checkpoint_dir, eval_dir, eval_id, split_args
+from .episodes import (EPISODES_DIR, TurnLog, foreign_episodes, load_cached, play_chat_episode, records_from_batch,
+                       success_ci, totals, write_episode)
+from .options import BadEvalInput, EvalOptions, build_options, checkpoint_dir, eval_dir, eval_id, pool_id, split_args
 
 
 
@@ -40,6 +45,12 @@ def prepare(args: dict):
         raise BadEvalInput(str(exc)) from exc
     if int(cfg.seed) < 0 or int(cfg.eval.n) < 1:
         raise BadEvalInput(f"need seed >= 0 (the first held-out episode) and n >= 1; got seed={cfg.seed}, n={cfg.eval.n}")
+    if not isinstance(opts.get("make_pool", False), bool):
+        raise BadEvalInput(f"make_pool={opts['make_pool']!r}; valid: true, false")
+    try:  # a long first-use generation (household's large pool) is said up front, and needs make_pool=true unattended
+        announce_first_use(str(cfg.env.name), to_plain(cfg.env.kwargs), consent=opts.get("make_pool", False))
+    except EnvUnavailableError as exc:
+        raise BadEvalInput(str(exc)) from exc
     size = eval_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))  # episodes i >= size would replay i mod size
     if size is not None and int(cfg.seed) + int(cfg.eval.n) > size:
         raise BadEvalInput(f"seed={cfg.seed} n={cfg.eval.n} asks for held-out episodes past the {size} distinct ones of "
@@ -85,7 +96,7 @@ def run_checkpoint(cfg, options: EvalOptions, path: Path, pending: list[int], pr
                                template=cfg.model.prompt_template)
         records = records_from_batch(batch, indices, seeds, stats["env_errors"])
         for record in records:
-            write_episode(path, record)
+            write_episode(path, record, eval_id(cfg, options))
         progress.add(records)
     return {}
 
@@ -156,7 +167,7 @@ def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending:
                                    template=cfg.model.prompt_template, keep_debate=options.paradigm != "sla",
                                    turn_log=turn_log)
         record["replayed_turns"] = turn_log.replayed
-        write_episode(path, record)
+        write_episode(path, record, eval_id(cfg, options))
         turn_log.finish()
         return record
 
@@ -184,7 +195,7 @@ def build_eval_summary(cfg, options: EvalOptions, records: list[dict], wall_seco
     turns = max(1, sums["turns"])
     ci = success_ci(sums["won"], n)
     return {
-        "status": "done", "kind": "eval", "eval_id": eval_id(cfg, options),
+        "status": "done", "kind": "eval", "eval_id": eval_id(cfg, options), "pool_id": pool_id(cfg, options),
         "final_eval_success": success, "initial_eval_success": success, "success_ci95": list(ci) if ci else None,
         "n_eval": n, "steps": 0, "wall_seconds": wall_seconds,
         "policy": options.policy, "paradigm": options.paradigm, "label": options.label, "env": cfg.env.name,
@@ -210,9 +221,42 @@ def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
         if old_id != ident:
             raise BadEvalInput(f"out={run.path} holds another run (eval_id {old_id}, this one {ident}); "
                                "choose another out= or delete that folder")
+    else:  # no config.yaml: cached files are this eval's only if each says so
+        foreign = foreign_episodes(run.path, ident)
+        if foreign:
+            raise BadEvalInput(f"out={run.path} has no {run.config_file.name} but holds {len(foreign)} cached episode "
+                               f"file(s) (e.g. episodes/{foreign[0]}) that do not name this eval ({ident}): no proof "
+                               "they are its episodes; choose another out= or move that folder away")
     plain = to_plain(cfg)
     plain["evaluation"] = {**options.public(), "eval_id": ident}
     atomic_write_text(run.config_file, yaml.safe_dump(plain, sort_keys=False))
+
+
+def set_aside_stale_summary(run: RunFolder) -> None:
+    """A summary.json of another n or episode range (or another eval): moved to
+    summary.json.superseded-<time> before this eval plays, so a failed rerun never leaves the
+    old "done" summary standing beside its error.txt (kept, not deleted)."""
+    if run.summary_file.exists():
+        target = run.path / f"{run.summary_file.name}.superseded-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        os.replace(run.summary_file, target)
+
+
+def set_aside_malformed(run: RunFolder, options: EvalOptions, played: list[int], log: Callable) -> int:
+    """Every reply of this run was malformed: the episodes played with them (complete or
+    partial) move to episodes.malformed-<time>/, error.txt names the cause; exit 1."""
+    source = run.path / EPISODES_DIR
+    target = run.path / f"{EPISODES_DIR}.malformed-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    for index in played:
+        for path in (source / f"{index:07d}.json", source / f"{index:07d}.partial.jsonl"):
+            if path.exists():
+                target.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target / path.name)
+    run.write_error(f"every reply from {options.base_url} (model {options.model}) was malformed: HTTP 200 with a body "
+                    "that is not chat-completions JSON. The endpoint is broken or not OpenAI-compatible (check "
+                    f"base_url); no summary was written and the episodes played with those replies were set aside in "
+                    f"{target.name}/. Fix the endpoint and rerun the same command.\n")
+    log(f"[eval] failed: every reply was malformed (not chat-completions JSON); see {run.error_file}")
+    return EXIT_FAILED
 
 
 def eval_main(args: dict, log: Callable = print) -> int:
@@ -231,20 +275,30 @@ def eval_main(args: dict, log: Callable = print) -> int:
         return EXIT_BAD_INPUT
     from arena.runs.run_log import recording
 
-    with recording(run.path):  # command.txt and run.log, as every run folder (arena.runs.run_log)
-        return _evaluate(run, cfg, options, client, t0, log)
-
-
-def _evaluate(run: RunFolder, cfg, options: EvalOptions, client, t0: float, log: Callable) -> int:
-    """The episodes of an eval not cached yet, then its summary; closes `client`."""
-    done = run.summary() if run.done else None
-    if done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed):
-        log(f"[eval] already done: {run.summary_file}")
+    try:
+        with CellLock(run.path) as held:  # the lock a sweep cell's job takes (arena/sweeps/ledger.py)
+            if not held:
+                log(f"[eval] another arena eval is running this eval in {run.path} (its lock is held): it pays for "
+                    "these episodes; rerun this command after it ends to read its result")
+                return EXIT_FAILED
+            with recording(run.path):  # command.txt and run.log, as every run folder (arena.runs.run_log)
+                return play_eval(cfg, options, client, run, t0, log)
+    finally:
         if client is not None:
             client.close()
+
+
+def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log: Callable) -> int:
+    """The body of eval_main, run while this process holds the eval folder's lock."""
+    ident = eval_id(cfg, options)
+    done = run.summary() if run.done else None
+    if (done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed)
+            and done.get("eval_id") == ident):
+        log(f"[eval] already done: {run.summary_file}")
         return EXIT_OK
+    set_aside_stale_summary(run)
     indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
-    cached = load_cached(run.path)
+    cached = load_cached(run.path, ident)
     pending = [i for i in indices if i not in cached]
     log(f"[eval] {options.label} / {options.paradigm} on {cfg.env.name}: {len(indices)} episodes "
         f"({len(indices) - len(pending)} cached, {len(pending)} to play) -> {run.path}")
@@ -259,9 +313,8 @@ def _evaluate(run: RunFolder, cfg, options: EvalOptions, client, t0: float, log:
         run.write_error(redact(traceback.format_exc()))
         log(f"[eval] failed; traceback in {run.error_file} (finished episodes are cached: rerun to continue)")
         return EXIT_FAILED
-    finally:
-        if client is not None:
-            client.close()
+    if client is not None and client.all_malformed():
+        return set_aside_malformed(run, options, pending, log)
     if failures:
         lines = [f"episode {i} (seed {eval_seed(i)}): {msg}" for i, msg in sorted(failures.items())]
         run.write_error(redact(f"{len(failures)} of {len(indices)} episodes failed; rerun the same command to "
@@ -270,7 +323,7 @@ def _evaluate(run: RunFolder, cfg, options: EvalOptions, client, t0: float, log:
             f"{len(indices) - len(failures)} done and cached")
         return EXIT_FAILED
     wanted = set(indices)
-    records = [r for i, r in sorted(load_cached(run.path).items()) if i in wanted]
+    records = [r for i, r in sorted(load_cached(run.path, ident).items()) if i in wanted]
     summary = build_eval_summary(cfg, options, records, time.time() - t0)
     run.write_summary(summary)
     ci = summary["success_ci95"]

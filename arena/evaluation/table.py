@@ -1,8 +1,12 @@
 """The paper's §5.3 table from eval run folders (docs/eval.md, Report table): one row per
 (policy label, paradigm), one column per environment with the success rate in percent and its
 95% Wilson interval, and a last column with the mean tokens (prompt + completion, over all
-agents and rounds) per episode. Runs of the same row and environment are pooled (their wins
-and episodes add up), so an eval split over several first-episode ranges forms one cell.
+agents and rounds) per episode. Only runs of identical eval configs are pooled (the same
+`pool_id`: eval_id without the first episode), so an eval split over several first-episode
+ranges forms one cell, and each episode index counts once however many runs played it (read
+from the episode records, which name their eval). Under one label, evals of other configs
+(another endpoint, temperature, ...) get rows of their own, the label followed by their
+pool_id. A run whose summary names no pool_id (older arena) is a pool of its own.
 
     p = wins / n,  Wilson 95%: (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), z = 1.96
 """
@@ -23,9 +27,9 @@ def find_eval_runs(results_dir: PathLike) -> list[Path]:
 
 
 def eval_cells(run_dirs: Iterable[PathLike]) -> dict[tuple[str, str], dict[str, dict]]:
-    """{(label, paradigm): {env: {"wins", "n", "tokens"}}} pooled over the given runs; folders
-    without an eval summary.json (`kind: eval`) are skipped."""
-    cells: dict[tuple[str, str], dict[str, dict]] = {}
+    """{(row label, paradigm): {env: {"wins", "n", "tokens"}}} pooled over the given runs (module
+    docstring); folders without an eval summary.json (`kind: eval`) are skipped."""
+    pools: dict[tuple, dict] = {}  # (label, paradigm, env, pool) -> {episode key: (won, tokens)}
     for run in run_dirs:
         summary_file = Path(run) / "summary.json"
         if not summary_file.exists():
@@ -33,12 +37,36 @@ def eval_cells(run_dirs: Iterable[PathLike]) -> dict[tuple[str, str], dict[str, 
         s = json.loads(summary_file.read_text())
         if s.get("kind") != "eval":
             continue
-        n = int(s["n_eval"])
-        cell = cells.setdefault((s["label"], s["paradigm"]), {}).setdefault(s["env"], {"wins": 0, "n": 0, "tokens": 0.0})
-        cell["wins"] += round(float(s["final_eval_success"]) * n)
-        cell["n"] += n
-        cell["tokens"] += float(s["tokens_per_episode"]) * n
+        pool = s.get("pool_id") or s.get("eval_id") or Path(run).name
+        episodes = pools.setdefault((s["label"], s["paradigm"], s["env"], pool), {})
+        episodes.update({k: v for k, v in run_episodes(Path(run), s).items() if k not in episodes})
+    per_label: dict[tuple[str, str], set] = {}
+    for label, paradigm, _, pool in pools:
+        per_label.setdefault((label, paradigm), set()).add(pool)
+    cells: dict[tuple[str, str], dict[str, dict]] = {}
+    for (label, paradigm, env, pool), episodes in pools.items():
+        row = label if len(per_label[(label, paradigm)]) == 1 else f"{label} ({pool[:8]})"
+        cell = cells.setdefault((row, paradigm), {}).setdefault(env, {"wins": 0, "n": 0, "tokens": 0.0})
+        cell["wins"] += sum(won for won, _ in episodes.values())
+        cell["n"] += len(episodes)
+        cell["tokens"] += sum(tokens for _, tokens in episodes.values())
     return cells
+
+
+def run_episodes(run: Path, summary: dict) -> dict:
+    """{episode key: (won 0/1, tokens)} of one finished eval: its episode records of its eval id
+    in its range [first_episode, first_episode + n_eval); a run without records (older arena)
+    gives n_eval entries keyed by the run, from its summary's rate and mean tokens."""
+    from .episodes import load_cached
+
+    n, first = int(summary["n_eval"]), summary.get("first_episode")
+    records = load_cached(run, summary.get("eval_id")) if summary.get("eval_id") else {}
+    wanted = range(int(first), int(first) + n) if first is not None else range(0)
+    if records and all(i in records for i in wanted):
+        return {i: (int(bool(records[i]["won"])), float(records[i]["prompt_tokens"] + records[i]["completion_tokens"]))
+                for i in wanted}
+    wins, tokens = round(float(summary["final_eval_success"]) * n), float(summary["tokens_per_episode"])
+    return {(str(run.resolve()), k): (int(k < wins), tokens) for k in range(n)}
 
 
 def format_cell(wins: int, n: int) -> str:

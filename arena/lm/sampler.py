@@ -33,6 +33,10 @@ from .decoding import make_decoder
 Policy = Callable[[list], list]
 
 
+class DecodeStopped(RuntimeError):
+    """sample_tokens was told to stop (its `should_stop`) before it finished."""
+
+
 def left_pad(prompts: Sequence[Sequence[int]], pad_token_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids [B, P], mask [B, P]) with each prompt right-aligned; mask is 1 on real tokens."""
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -154,9 +158,12 @@ def sample_tokens(
     pad_token_id: int = 0,
     generator: Optional[torch.Generator] = None,
     stop_strings: Optional[StopStrings] = None,
+    should_stop: Optional[Callable[[], bool]] = None,
 ) -> list[tuple[list[int], list[float]]]:
     """Per prompt: (generated token ids, their sampler log-probs), the stopping token included.
-    A row stops at a token in `stop_token_ids` or when `stop_strings.hits` (module docstring)."""
+    A row stops at a token in `stop_token_ids` or when `stop_strings.hits` (module docstring).
+    `should_stop()`, asked before every token, abandons the whole call with DecodeStopped (a
+    server shutting down, or a request past its deadline)."""
     if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
         raise ValueError(f"need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1; "
                          f"got {temperature}, {top_p}, {max_new_tokens}")
@@ -179,6 +186,8 @@ def sample_tokens(
     out_len = torch.full((n_rows,), max_new_tokens, dtype=torch.long, device=device)  # [B]
     rows = torch.arange(n_rows, device=device)  # [B']: original row of each live row
     for t in range(max_new_tokens):
+        if should_stop is not None and should_stop():
+            raise DecodeStopped(f"decoding abandoned after {t} of at most {max_new_tokens} tokens")
         tokens, logp = choose_tokens(logits, temperature=temperature, top_p=top_p, generator=generator)  # [B'] each
         out_tokens[rows, t] = tokens
         out_logp[rows, t] = logp

@@ -1,7 +1,12 @@
 """Atomic file writes: write a sibling temp file, fsync it, os.replace it into place, fsync the
 folder (so the rename itself survives a crash). The file gets the mode a plain `open(path, "w")`
 would give it (0666 minus the user's umask), not tempfile's private 0600, so a lab-mate can read
-a shared results directory (docs/design.md, Run folder)."""
+a shared results directory (docs/design.md, Run folder).
+
+Nothing is written through a symlink planted in a run folder: a symlink at `path` itself is
+replaced by the new file (os.replace renames over the link, never into its target), a folder
+`path` sits in that is a symlink is refused (SymlinkRefused), and appends (`append_text`) open
+with O_NOFOLLOW, refusing a symlink too."""
 from __future__ import annotations
 
 import json
@@ -45,11 +50,41 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
+class SymlinkRefused(OSError):
+    """A write would go through a symlink (module docstring)."""
+
+
+def refuse_symlinked_folder(path: Path) -> None:
+    if path.parent.is_symlink():
+        raise SymlinkRefused(f"{path.parent} is a symlink (to {os.readlink(path.parent)}): refusing to write {path.name} "
+                             "through it; replace the link with a real folder")
+
+
+def append_text(path: str | os.PathLike, text: str, *, fsync: bool = False) -> None:
+    """Append `text` to `path` (created if missing), never through a symlink (module docstring)."""
+    path = Path(path)
+    refuse_symlinked_folder(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, file_mode())
+    except OSError as exc:
+        if path.is_symlink():
+            raise SymlinkRefused(f"{path} is a symlink (to {os.readlink(path)}): refusing to append through it; "
+                                 "remove the link") from exc
+        raise
+    with os.fdopen(fd, "a") as fh:
+        fh.write(text)
+        fh.flush()
+        if fsync:
+            os.fsync(fh.fileno())
+
+
 def atomic_write_with(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """`write(tmp_path)` fills a sibling temp file; it is then fsynced, given the umask mode and
-    renamed onto `path` in one os.replace. A failure (or kill) leaves `path` as it was."""
+    renamed onto `path` in one os.replace (over a symlink at `path`, never through it). A
+    failure (or kill) leaves `path` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlinked_folder(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:

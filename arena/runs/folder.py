@@ -34,7 +34,7 @@ from omegaconf import OmegaConf
 
 from arena.config import cell_id
 
-from .atomic import atomic_write_json, atomic_write_text, fsync_dir
+from .atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
 from .faults import crash_point
 from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
                      SUMMARY_STATUSES, SWEEP_ONLY_KEYS, policy_dir, step_policy_dir)
@@ -209,10 +209,7 @@ class RunFolder:
         if step in self._steps:
             raise ValueError(f"{self.metrics_file}: step {step} is written already (a step is written at most once)")
         clean = {k: _json_number(v) for k, v in row.items()}
-        with open(self.metrics_file, "a") as fh:
-            fh.write(json.dumps(clean, sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_text(self.metrics_file, json.dumps(clean, sort_keys=True) + "\n", fsync=True)  # never through a symlink
         self._steps.add(step)
         crash_point(METRICS_FILE)
 

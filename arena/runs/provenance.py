@@ -51,7 +51,10 @@ def provenance() -> dict:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
+    from arena.env_vars import active_test_hooks
+
     return {
+        "test_hooks": active_test_hooks(),  # {} in a real run (arena/env_vars.py)
         "git_sha": sha,
         "git_dirty": dirty,
         "versions": versions,

@@ -8,6 +8,7 @@ $ARENA_GRIDS (os.pathsep-separated), then in the package's own `arena/sweeps/gri
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,15 @@ def available_dimensions() -> list[str]:
 
 
 def grid_path(dimension: str) -> Path:
+    """The first `<dir>/<dimension>.yaml` of grid_dirs(); one from $ARENA_GRIDS that shadows a
+    shipped grid of the same name is announced on stderr, never taken silently."""
     for d in grid_dirs():
         candidate = d / f"{dimension}.yaml"
         if candidate.is_file():
+            shipped = PACKAGE_GRIDS / f"{dimension}.yaml"
+            if d != PACKAGE_GRIDS and shipped.is_file():
+                print(f"arena: NOTICE: dimension={dimension} is read from {candidate} ($ARENA_GRIDS), which shadows "
+                      f"the shipped grid {shipped}", file=sys.stderr)
             return candidate
     raise ValueError(f"unknown dimension {dimension!r}; valid: {', '.join(available_dimensions())}")
 

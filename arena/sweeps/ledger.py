@@ -29,7 +29,13 @@ LOCK_NAME, HEARTBEAT_NAME = ".lock", ".heartbeat"
 
 
 def heartbeat_period() -> float:
-    return float(os.environ.get("ARENA_HEARTBEAT_S", "10"))
+    """$ARENA_HEARTBEAT_S (checked against its range in arena/env_vars.py), else 10 s."""
+    from arena.env_vars import BY_NAME, BadEnvironment
+
+    raw, var = os.environ.get("ARENA_HEARTBEAT_S") or "10", BY_NAME["ARENA_HEARTBEAT_S"]
+    if not var.check(raw):
+        raise BadEnvironment(f"ARENA_HEARTBEAT_S={raw!r}: valid: {var.valid} ({var.meaning})")
+    return float(raw)
 
 
 def pid_alive(pid: int) -> bool:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from arena.runs.folder import RunFolder
 from arena.runs.layout import cell_dir, sweep_dir
 from arena.runs.manifest import read_manifest
 
 from .ledger import DONE, cell_state
+
+EVAL_KEY = "eval/success_rate"  # the metrics row key of an eval point (arena/metric_keys.py)
 
 __all__ = ["arm_summary_rows", "cell_states", "print_plain_table", "print_summary", "read_manifest",
            "status_lines", "sweep_dir"]
@@ -37,9 +39,33 @@ def status_lines(results_dir: str | Path, name: str) -> list[str]:
             note = f"  ({run.summary_problem()}; move this folder away, then rerun the sweep)"
         elif state != DONE and run.summary_file.exists():  # present but no proof: it will be rerun
             note = f"  ({run.summary_problem()}; the next sweep sets it aside and reruns the cell)"
+        elif state == DONE:
+            mismatch = summary_metrics_mismatch(run)
+            note = f"  (WARNING: {mismatch}; hand-edited? the report reads summary.json)" if mismatch else ""
         lines.append(f"  {row['role']:6s} {row['arm']:16s} {row['env']:10s} seed={row['seed']:<4d} {row['cell_id']}  "
                      f"{state}{note}")
     return lines
+
+
+def summary_metrics_mismatch(run: RunFolder) -> Optional[str]:
+    """Where a done run's summary.json disagrees with its metrics.jsonl, or None: the summary's
+    final_eval_success / initial_eval_success must be the last / first `eval/success_rate` row
+    and its steps the last step (arena.runs.summary.build_summary builds them so)."""
+    try:
+        summary, rows = run.summary(), run.read_metrics()
+    except (OSError, ValueError) as exc:
+        return f"metrics.jsonl is unreadable ({exc})"
+    if summary is None or not rows:
+        return None
+    points = [r[EVAL_KEY] for r in rows if isinstance(r.get(EVAL_KEY), (int, float))]
+    expected = {"steps": max(r["step"] for r in rows)}
+    if points:
+        expected.update(final_eval_success=points[-1], initial_eval_success=points[0])
+    for key, value in expected.items():
+        got = summary.get(key)
+        if not isinstance(got, (int, float)) or abs(float(got) - float(value)) > 1e-9:
+            return f"summary.json says {key}={got!r}, metrics.jsonl gives {value!r}"
+    return None
 
 
 def arm_summary_rows(results_dir: str | Path, name: str) -> list[dict]:

@@ -226,8 +226,10 @@ def sweep_parallelism(launcher: str) -> int:
         try:
             cap = int(raw)
         except ValueError:
-            raise ValueError(f"ARENA_MAX_PARALLEL={raw!r}: valid: an integer >= 1 (jobs at once)") from None
-        parallel = max(1, min(parallel, cap))
+            cap = 0
+        if cap < 1:
+            raise ValueError(f"ARENA_MAX_PARALLEL={raw!r}: valid: an integer >= 1 (jobs at once)")
+        parallel = min(parallel, cap)
     return parallel
 
 

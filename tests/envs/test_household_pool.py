@@ -54,8 +54,10 @@ def _fake_game(folder, spec, walkthrough=("take x", "put x on y"), entry=True):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{spec['name']}.z8").write_bytes(b"story " + spec["name"].encode())
     (folder / f"{spec['name']}.json").write_text("{}")
-    if entry:
-        (folder / f"{spec['name']}{ENTRY_SUFFIX}").write_text(json.dumps(dict(spec, walkthrough=list(walkthrough))))
+    if entry:  # a finished game's entry records its files' digests (household_games.generate_games)
+        digests = household_games.game_digests(folder, spec["name"])
+        (folder / f"{spec['name']}{ENTRY_SUFFIX}").write_text(json.dumps(dict(spec, walkthrough=list(walkthrough),
+                                                                               sha256=digests)))
 
 
 def _fake_generator(monkeypatch) -> list[str]:

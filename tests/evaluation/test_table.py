@@ -14,9 +14,12 @@ def fake_run(root, name, **summary):
 
 
 def test_table_pools_runs_and_shows_wilson_intervals(tmp_path):
-    eval_summary = dict(kind="eval", label="A", paradigm="sla", env="sokoban")
-    fake_run(tmp_path, "a1", **eval_summary, final_eval_success=0.5, n_eval=4, tokens_per_episode=100.0)
-    fake_run(tmp_path, "a2", **eval_summary, final_eval_success=0.25, n_eval=4, tokens_per_episode=200.0)
+    # one eval config (one pool_id) split over two first-episode ranges: pooled
+    eval_summary = dict(kind="eval", label="A", paradigm="sla", env="sokoban", pool_id="p1")
+    fake_run(tmp_path, "a1", **eval_summary, eval_id="e1", first_episode=0, final_eval_success=0.5, n_eval=4,
+             tokens_per_episode=100.0)
+    fake_run(tmp_path, "a2", **eval_summary, eval_id="e2", first_episode=4, final_eval_success=0.25, n_eval=4,
+             tokens_per_episode=200.0)
     fake_run(tmp_path, "b", kind="eval", label="B", paradigm="debate", env="household", final_eval_success=1.0,
              n_eval=2, tokens_per_episode=50.0)
     fake_run(tmp_path, "train", status="done", final_eval_success=0.9, n_eval=256)  # a training run: skipped

@@ -79,23 +79,40 @@ def test_a_damaged_cached_model_is_retrained_not_loaded(fake_bc, damage):
     load_model(model_dir)  # the new checkpoint loads
 
 
-def test_a_cache_without_a_digest_is_checked_for_structure(fake_bc):
-    # bc.json written before the digest existed (no model_files): an intact model is kept, a
-    # truncated safetensors file (shorter than 8 + header + data bytes) is retrained.
+@pytest.mark.parametrize("old_field", ["model_files", "bc_hash"])
+def test_an_old_format_bc_json_is_retrained_not_trusted(fake_bc, old_field):
+    # a bc.json without file digests, or without the key it was written for (an older arena's):
+    # no proof the model is intact or is this config's, so BC runs again
     cfg, calls = fake_bc
     model_dir = bc_module.ensure_bc_checkpoint(cfg, log=lambda *_: None)
     bc_json = model_dir.parent / "bc.json"
     report = json.loads(bc_json.read_text())
-    del report["model_files"]
+    del report[old_field]
     bc_json.write_text(json.dumps(report))
-    assert bc_module.cache_problem(model_dir.parent) is None
+    assert bc_module.cache_problem(model_dir.parent) is not None
     bc_module.ensure_bc_checkpoint(cfg, log=lambda *_: None)
-    assert len(calls) == 1
-    weights = _weights(cfg)
-    weights.write_bytes(weights.read_bytes()[:-4])
-    assert "truncated" in bc_module.cache_problem(model_dir.parent)
-    bc_module.ensure_bc_checkpoint(cfg, log=lambda *_: None)
-    assert len(calls) == 2
+    assert len(calls) == 2 and bc_module.cache_problem(model_dir.parent) is None
+
+
+def test_two_seeds_swapped_cache_folders_are_retrained_not_used(fake_bc):
+    from arena.backends.embedded.bc_key import bc_hash
+
+    cfg0, calls = fake_bc
+    cfg1 = load_config(["env=sanity", f"results_dir={cfg0.results_dir}", "seed=1"])
+    dir0, dir1 = bc_module.bc_dir(cfg0), bc_module.bc_dir(cfg1)
+    bc_module.ensure_bc_checkpoint(cfg0, log=lambda *_: None)
+    bc_module.ensure_bc_checkpoint(cfg1, log=lambda *_: None)
+    assert len(calls) == 2 and json.loads((dir0 / "bc.json").read_text())["bc_hash"] == bc_hash(cfg0)
+    swap = dir0.parent / "swap"
+    os.replace(dir0, swap)
+    os.replace(dir1, dir0)
+    os.replace(swap, dir1)
+    # each folder's model is intact (its digests pass) but is the other seed's
+    assert "not of" in bc_module.cache_problem(dir0)
+    log = []
+    bc_module.ensure_bc_checkpoint(cfg0, log=log.append)
+    assert len(calls) == 3 and any("swapped or copied" in line for line in log)
+    assert bc_module.cache_problem(dir0) is None
 
 
 def test_an_unreadable_bc_json_is_retrained(fake_bc):
