@@ -284,19 +284,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadEnvironment as exc:
         return print_bad_input(verb, exc)
 
-    from arena.runs.run_log import remember_command
+    from arena.runs.run_log import remembered_command
 
-    remember_command(argv)  # what each run folder's command.txt records
-    try:
-        check_flags(verb, rest)
-        return VERBS[verb](rest)
-    except (BadInput, BadArgument) as exc:
-        return print_bad_input(verb, exc)
-    except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted)
-        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise
-        return print_bad_input(verb, f"cannot write {exc.filename}: {exc.strerror}; valid: a results_dir= (or out=) "
-                                     "this user can write")
+    with remembered_command(argv):  # what each run folder's command.txt records
+        try:
+            check_flags(verb, rest)
+            return VERBS[verb](rest)
+        except (BadInput, BadArgument) as exc:
+            return print_bad_input(verb, exc)
+        except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted)
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            return print_bad_input(verb, f"cannot write {exc.filename}: {exc.strerror}; valid: a results_dir= "
+                                         "(or out=) this user can write")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from arena.config.field_docs import KeyDoc, dataclass_docs, dict_docs, dict_literal_keys
 
-ARENA_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent
 # Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
 # under Config groups) set env.name and budget, the sweep sets arm.
 HIDDEN_RUN_KEYS = ("env.name", "budget", "arm")
@@ -88,7 +88,7 @@ def _sweep_keys(leave_out: tuple[str, ...] = ()) -> list[KeyDoc]:
 
 def method_names() -> list[str]:
     """The presets' names, read from arena/po/methods.py (importing arena.po imports torch)."""
-    return dict_literal_keys(ARENA_DIR / "po" / "methods.py", "PRESET_TABLE")
+    return dict_literal_keys(PACKAGE_DIR / "po" / "methods.py", "PRESET_TABLE")
 
 
 def _methods_key() -> list[KeyDoc]:
@@ -132,7 +132,7 @@ FINDINGS_KEYS = {"results_dir": ("read every sweep under results_dir/sweeps/ (it
 
 def _keys_from_source(module_file: str, docs: dict[str, tuple[str, object]]) -> list[tuple[str, list[KeyDoc]]]:
     """The KEYS of arena/analysis/<module_file> (read from its source: it imports pandas), documented."""
-    keys = dict_literal_keys(ARENA_DIR / "analysis" / module_file, "KEYS")
+    keys = dict_literal_keys(PACKAGE_DIR / "analysis" / module_file, "KEYS")
     return [("Keys", [KeyDoc(k, docs.get(k, ("", None))[1], docs.get(k, ("", None))[0]) for k in keys])]
 
 

@@ -73,6 +73,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("ARENA_GIT_SHA", HAND_OFF, "a 40-digit hex commit or empty", lambda v: v == "" or bool(
         re.fullmatch(r"[0-9a-f]{40}", v)), "the commit a sweep driver recorded, for its jobs"),
     EnvVar("ARENA_GIT_DIRTY", HAND_OFF, "0 or 1", lambda v: v in ("0", "1"), "the driver's checkout was dirty"),
+    EnvVar("ARENA_COMMAND", HAND_OFF, "a command line", bool, "the command a sweep driver ran, for its jobs' command.txt"),
     EnvVar("ARENA_RUN_DIR", HAND_OFF, "a path", bool, "the run folder, for verl's task runner"),
     EnvVar("ARENA_TEST_SEED", TEST_SUITE, "anything", lambda v: True, "read by the test suite only"),
     EnvVar("ARENA_UPDATE_GOLDEN", TEST_SUITE, "anything", lambda v: True, "read by the test suite only"),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, runtime_checkable
 
-import numpy as np
 
 EVAL_SEED_OFFSET = 1_000_000
 VAL_SEED_OFFSET = EVAL_SEED_OFFSET // 2  # 500_000: above any demo seed, below every eval seed
@@ -39,6 +38,8 @@ def is_eval_seed(seed: int) -> bool:
 
 def step_seeds(seed: int, step: int, try_idx: int, count: int) -> list[int]:
     """Training seeds of one rollout try: a pure function of (run seed, step, try)."""
+    import numpy as np  # here, not at the top: the sandbox's tool process imports arena.envs without numpy
+
     rng = np.random.default_rng([seed, step, try_idx])
     return [int(s) for s in rng.integers(0, EVAL_SEED_OFFSET, size=count)]
 

@@ -123,7 +123,7 @@ def build_app(local, served_name: str, *, default_max_tokens: int = DEFAULT_MAX_
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
 
-    from arena.backends.embedded.sampler import DecodeStopped
+    from arena.lm.sampler import DecodeStopped
 
     app = FastAPI(title="arena serve")
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)

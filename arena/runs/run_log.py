@@ -24,9 +24,20 @@ from .layout import COMMAND_FILE, RUN_LOG_FILE
 COMMAND_ENV = "ARENA_COMMAND"
 
 
-def remember_command(argv: Sequence[str]) -> None:
-    """Store `arena <argv>` as this process's command (and its jobs')."""
+@contextmanager
+def remembered_command(argv: Sequence[str]) -> Iterator[None]:
+    """`arena <argv>` as this process's command (and its jobs') while the block runs; the
+    environment is restored after it, so a caller that runs `main` twice in one process (the
+    tests) never sees the first command as a hand-off from its shell (arena/env_vars.py)."""
+    before = os.environ.get(COMMAND_ENV)
     os.environ[COMMAND_ENV] = shlex.join(["arena", *argv])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(COMMAND_ENV, None)
+        else:
+            os.environ[COMMAND_ENV] = before
 
 
 def current_command() -> str:

@@ -55,8 +55,8 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(served_checkpoint):
 @pytest.fixture
 def endless(tmp_path, one_thread):
     """A fresh tiny model with a 64k context whose decoding never stops before max_tokens."""
-    from arena.backends.embedded.model import build_model, save_checkpoint
-    from arena.backends.embedded.tokenizer import build_tokenizer
+    from arena.lm.model import build_model, save_checkpoint
+    from arena.lm.tokenizer import build_tokenizer
     from arena.evaluation.local_model import LocalModel
 
     tok = build_tokenizer(["go left go right"], kind="wordlevel", vocab_size=32)

@@ -95,7 +95,7 @@ def test_an_old_format_bc_json_is_retrained_not_trusted(fake_bc, old_field):
 
 
 def test_two_seeds_swapped_cache_folders_are_retrained_not_used(fake_bc):
-    from arena.backends.embedded.bc_key import bc_hash
+    from arena.bc.key import bc_hash
 
     cfg0, calls = fake_bc
     cfg1 = load_config(["env=sanity", f"results_dir={cfg0.results_dir}", "seed=1"])
