@@ -1,5 +1,9 @@
 """`arena sweep ... seeds=auto` on a real `budget=smoke` sweep (the embedded trainer, the local
-launcher), through the entry point. Slow: ~2-3 minutes on 2 cores (8 cells and 4 BC checkpoints)."""
+launcher), through the entry point. Slow: ~2-3 minutes on 2 cores (8 cells and 4 BC checkpoints).
+
+Opt-in: it runs only when this file is named on pytest's command line
+(`pytest -m slow tests/sweeps/test_auto_real_slow.py`), so that CI's slow stage does not grow;
+the rounds' logic is covered by the fast tests of arena/sweeps/auto_seeds.py."""
 import json
 import os
 import subprocess
@@ -12,7 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def test_seeds_auto_on_a_smoke_sweep(tmp_path):
+def test_seeds_auto_on_a_smoke_sweep(tmp_path, request):
+    from tests.embedded.learning_runs import named_on_command_line
+
+    if not named_on_command_line(request.config, __file__):
+        pytest.skip("opt-in (~3 CPU-minutes): pytest -m slow tests/sweeps/test_auto_real_slow.py")
     args = ["dimension=aggregation", "budget=smoke", "seeds=auto", "max_seeds=4", f"results_dir={tmp_path}",
             "progress_s=10"]
     cmd = [sys.executable, "-c", "import sys; from arena.sweeps.cli import sweep_main; sys.exit(sweep_main(sys.argv[1:]))",
