@@ -13,8 +13,6 @@ forward 214 vs 269 ms, forward+backward 842 vs 899 ms. The sampler's fast path a
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -116,34 +114,14 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
     return model.to(resolve_device(device)).eval(), tokenizer
 
 
-def share_like_umask(folder: Path) -> None:
-    """Give `folder` and its files the modes a plain mkdir/open would (0o777/0o666 & ~umask)."""
-    from arena.runs.atomic import current_umask, file_mode
-
-    dir_mode = 0o777 & ~current_umask()
-    os.chmod(folder, dir_mode)
-    for item in folder.rglob("*"):
-        os.chmod(item, dir_mode if item.is_dir() else file_mode())
-
-
 def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
-    """Write model + tokenizer to `path` atomically: into a temp folder beside it, then a
-    rename. An existing checkpoint at `path` is replaced."""
-    path = Path(path).absolute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        share_like_umask(tmp)  # mkdtemp made it 0700: a lab's shared BC cache must be readable
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
-            os.replace(path, old / "ckpt")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+    """Write model + tokenizer to `path` atomically (arena.runs.atomic.atomic_write_dir: a temp
+    folder beside it with the modes a plain mkdir/open would give, so a lab's shared BC cache is
+    readable, fsynced, then renamed). An existing checkpoint at `path` is replaced."""
+    from arena.runs.atomic import atomic_write_dir
+
+    def fill(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return atomic_write_dir(path, fill)
