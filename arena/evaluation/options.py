@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
     "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
     "make_pool": False,  # true: a run without a terminal may make the env's pool on first use (household: minutes)
+    "sweep": None,  # NAME: evaluate the final policy of every finished cell of sweep NAME instead (sweep_eval.py)
+    "min_effect": 5.0,  # with sweep=: points a "no difference" verdict must rule out (docs/methods.md, Statistics)
 }
 # `arena serve` keys and their defaults (docs/eval.md, arena serve)
 SERVE_DEFAULTS: dict[str, Any] = {

@@ -7,6 +7,7 @@ of the same eval holds its folder's lock (nothing is paid twice); 2 bad input.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -14,7 +15,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import yaml
 
@@ -232,6 +233,18 @@ def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
     atomic_write_text(run.config_file, yaml.safe_dump(plain, sort_keys=False))
 
 
+def eval_summary(run: RunFolder) -> Optional[dict]:
+    """The eval's summary.json when it is a finished eval's (status done, kind eval), else None.
+    Not RunFolder.done: that checks a training summary's keys (var_last20, stable, ...), which an
+    eval's summary has no use for, so every rerun would replay the cache and set the summary aside."""
+    try:
+        summary = json.loads(run.summary_file.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(summary, dict) and summary.get("status") == "done" and summary.get("kind") == "eval"
+    return summary if ok else None
+
+
 def set_aside_stale_summary(run: RunFolder) -> None:
     """A summary.json of another n or episode range (or another eval): moved to
     summary.json.superseded-<time> before this eval plays, so a failed rerun never leaves the
@@ -261,6 +274,14 @@ def set_aside_malformed(run: RunFolder, options: EvalOptions, played: list[int],
 
 def eval_main(args: dict, log: Callable = print) -> int:
     """`arena eval` (module docstring); args is the parsed key=value dict."""
+    if args.get("sweep") is not None:  # every finished cell of a sweep, one eval each
+        from .sweep_eval import sweep_eval_main
+
+        return sweep_eval_main(args, log)
+    if "min_effect" in args:
+        print("arena eval: min_effect= compares a sweep's arms; it needs sweep=NAME", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args = {k: v for k, v in args.items() if k != "sweep"}
     t0, client = time.time(), None
     try:
         cfg, options = prepare(args)
@@ -291,7 +312,7 @@ def eval_main(args: dict, log: Callable = print) -> int:
 def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log: Callable) -> int:
     """The body of eval_main, run while this process holds the eval folder's lock."""
     ident = eval_id(cfg, options)
-    done = run.summary() if run.done else None
+    done = eval_summary(run)
     if (done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed)
             and done.get("eval_id") == ident):
         log(f"[eval] already done: {run.summary_file}")
