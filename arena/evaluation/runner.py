@@ -7,7 +7,6 @@ of the same eval holds its folder's lock (nothing is paid twice); 2 bad input.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -234,15 +233,10 @@ def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
 
 
 def eval_summary(run: RunFolder) -> Optional[dict]:
-    """The eval's summary.json when it is a finished eval's (status done, kind eval), else None.
-    Not RunFolder.done: that checks a training summary's keys (var_last20, stable, ...), which an
-    eval's summary has no use for, so every rerun would replay the cache and set the summary aside."""
-    try:
-        summary = json.loads(run.summary_file.read_text())
-    except (OSError, ValueError):
-        return None
-    ok = isinstance(summary, dict) and summary.get("status") == "done" and summary.get("kind") == "eval"
-    return summary if ok else None
+    """The eval's summary.json when it is a finished eval's (valid for its kind, "eval":
+    arena.runs.layout.SUMMARY_FIELDS_BY_KIND), else None."""
+    summary = run.summary()
+    return summary if summary is not None and summary.get("kind") == "eval" else None
 
 
 def set_aside_stale_summary(run: RunFolder) -> None:

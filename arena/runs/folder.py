@@ -3,7 +3,7 @@
     <out>/config.yaml      resolved config (records the cell's arm; no sweep-only key)
     <out>/metrics.jsonl    one JSON object per step, keyed by "step"; a step is written at most once
     <out>/summary.json     written atomically and last: the proof of completion when it parses
-                           and carries every SUMMARY_FIELDS key
+                           and carries every key of its kind (SUMMARY_FIELDS_BY_KIND)
     <out>/ckpt/            checkpoints (training state, to resume)
     <out>/steps/<step>/    the policy of each saved step, an HF model folder (arena/runs/policy.py)
     <out>/policy/          the final policy, an HF model folder, written before summary.json
@@ -36,8 +36,8 @@ from arena.config import cell_id
 
 from .atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
 from .faults import crash_point
-from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS, SUMMARY_FILE,
-                     SUMMARY_STATUSES, SWEEP_ONLY_KEYS, policy_dir, step_policy_dir)
+from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS_BY_KIND,
+                     SUMMARY_FILE, SUMMARY_STATUSES, SWEEP_ONLY_KEYS, policy_dir, step_policy_dir)
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ class MetricsFileError(ValueError):
 
 def summary_problem(path: Path, expect_cell_id: Optional[str] = None) -> Optional[str]:
     """None when `path` is a valid summary.json, else why not (names the file). Valid: a JSON
-    object with every SUMMARY_FIELDS key, a known status, values of the right kind
+    object with every key its kind requires (SUMMARY_FIELDS_BY_KIND: a training run's, or an
+    eval's), a known status, values of the right kind
     (`summary_value_problem`) and, when `expect_cell_id` is given and the summary names a
     cell_id, that one (a run folder copied from another cell is not this cell's proof)."""
     try:
@@ -59,7 +60,10 @@ def summary_problem(path: Path, expect_cell_id: Optional[str] = None) -> Optiona
         return f"{path} is not valid JSON ({exc})"
     if not isinstance(data, dict):
         return f"{path} holds a {type(data).__name__}, not a JSON object"
-    missing = [k for k in SUMMARY_FIELDS if k not in data]
+    kind = data.get("kind", "train")
+    if kind not in SUMMARY_FIELDS_BY_KIND:
+        return f"{path} has kind {kind!r}; valid: {', '.join(SUMMARY_FIELDS_BY_KIND)}"
+    missing = [k for k in SUMMARY_FIELDS_BY_KIND[kind] if k not in data]
     if missing:
         return f"{path} lacks {', '.join(missing)}"
     if data["status"] not in SUMMARY_STATUSES:

@@ -45,6 +45,11 @@ RUNS_DIR = "runs"
 SUMMARY_STATUSES = ("done", "collapsed", "no_format")
 SUMMARY_FIELDS = ("status", "final_eval_success", "var_last20", "noise_floor", "theta", "stable", "n_eval",
                   "steps", "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
+# An `arena eval` summary ("kind": "eval"; arena/evaluation/runner.py build_eval_summary) has no
+# training curve, so none of the stability fields; a summary without "kind" is a training run's.
+EVAL_SUMMARY_FIELDS = ("status", "kind", "eval_id", "final_eval_success", "n_eval", "first_episode", "steps",
+                       "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
+SUMMARY_FIELDS_BY_KIND = {"train": SUMMARY_FIELDS, "eval": EVAL_SUMMARY_FIELDS}
 
 # Config keys only `arena sweep` reads ("sweep only" in arena/config/schema.py): a run's
 # config.yaml leaves them out (RunFolder.write_config), and the cell id never hashed them

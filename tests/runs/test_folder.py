@@ -36,3 +36,22 @@ def test_non_finite_metrics_stay_valid_json(tmp_path):
     run.append_metrics({"step": 1, "actor/pg_loss": float("nan")})
     line = run.metrics_file.read_text().strip()
     assert json.loads(line)["actor/pg_loss"] == "nan"
+
+
+def test_an_eval_summary_is_checked_against_the_eval_fields_not_the_training_ones(tmp_path):
+    from arena.runs.layout import EVAL_SUMMARY_FIELDS
+
+    run = RunFolder(tmp_path / "eval")
+    run.path.mkdir()
+    evaluated = {**{k: None for k in EVAL_SUMMARY_FIELDS}, "status": "done", "kind": "eval", "eval_id": "ab",
+                 "final_eval_success": 0.25, "n_eval": 8}
+    run.summary_file.write_text(json.dumps(evaluated))
+    # no var_last20/stable/theta: an eval has no training curve, and it is still done
+    assert run.done and run.summary()["kind"] == "eval"
+    run.summary_file.write_text(json.dumps({k: v for k, v in evaluated.items() if k != "eval_id"}))
+    assert not run.done and "lacks eval_id" in run.summary_problem()
+    run.summary_file.write_text(json.dumps({**evaluated, "kind": "bench"}))
+    assert "kind 'bench'; valid: train, eval" in run.summary_problem()
+    # a summary without "kind" is a training run's: the training fields are required
+    run.summary_file.write_text(json.dumps({k: v for k, v in evaluated.items() if k != "kind"}))
+    assert "lacks var_last20" in run.summary_problem()
