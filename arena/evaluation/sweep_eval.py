@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from arena.runs.layout import CONFIG_FILE
 
 POINTS = 100.0
 CELL_ENV_KEYS = ("history_length", "max_new_tokens", "penalty_coef")  # env.* leaves an eval must share with the cell
@@ -32,7 +33,7 @@ def cell_eval_args(cell_folder: Path, label: str, shared: dict) -> dict:
     environment (from its config.yaml), plus the keys `shared` by every cell (n, seed, ...)."""
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.to_container(OmegaConf.load(cell_folder / "config.yaml"), resolve=True)
+    cfg = OmegaConf.to_container(OmegaConf.load(cell_folder / CONFIG_FILE), resolve=True)
     env = cfg["env"]
     args = {"model.path": str(cell_folder), "env": env["name"], "budget": cfg["budget"], "label": label,
             "model.prompt_template": cfg["model"]["prompt_template"]}

@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Iterable, Union
 
+from arena.runs.layout import SUMMARY_FILE
+
 from .episodes import success_ci
 
 PathLike = Union[str, Path]
@@ -31,7 +33,7 @@ def eval_cells(run_dirs: Iterable[PathLike]) -> dict[tuple[str, str], dict[str, 
     docstring); folders without an eval summary.json (`kind: eval`) are skipped."""
     pools: dict[tuple, dict] = {}  # (label, paradigm, env, pool) -> {episode key: (won, tokens)}
     for run in run_dirs:
-        summary_file = Path(run) / "summary.json"
+        summary_file = Path(run) / SUMMARY_FILE
         if not summary_file.exists():
             continue
         s = json.loads(summary_file.read_text())

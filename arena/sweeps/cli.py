@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_bad_input  # noqa: F401
+from arena.runs.layout import CELLS_DIR, ERROR_FILE
 
 _bad = print_bad_input
 
@@ -24,7 +25,7 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
             log(line)
     if failed:
         log(f"[sweep] {len(failed)} cell(s) not done: " + ", ".join(
-            f"{cid} ({outcome[cid]}; see {plan.sweep_dir / 'cells' / cid / 'error.txt'})" for cid in failed))
+            f"{cid} ({outcome[cid]}; see {plan.sweep_dir / CELLS_DIR / cid / ERROR_FILE})" for cid in failed))
         return EXIT_FAILED
     log(f"[sweep] all {len(outcome)} cells done: {plan.sweep_dir}")
     return EXIT_OK

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from arena.backends import check_trainable
 from arena.config import cell_id
 from arena.runs import atomic_write_json
+from arena.runs.layout import MANIFEST_FILE
 
 from .grids import arm_overrides, override_strings
 
@@ -62,7 +63,7 @@ class SweepPlan:
 
     @property
     def manifest_file(self) -> Path:
-        return self.sweep_dir / "manifest.json"
+        return self.sweep_dir / MANIFEST_FILE
 
     def write_manifest(self) -> None:
         atomic_write_json(self.manifest_file, {

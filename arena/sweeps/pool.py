@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from arena.runs import RunFolder
+
 from .driver import drive
 from .launchers import submit
 from .ledger import BUSY, DONE, FAILED, cell_state
@@ -81,7 +83,7 @@ def _died(cell: Cell, job) -> str:
     except Exception as exc:  # noqa: BLE001 - the worker's own exception, with its traceback
         why = str(exc)
     cell.out.mkdir(parents=True, exist_ok=True)
-    (cell.out / "error.txt").write_text(f"the job died before the cell finished ({why})\n")
+    RunFolder(cell.out).write_error(f"the job died before the cell finished ({why})\n")  # atomic
     return FAILED
 
 

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from arena.runs import RunFolder
+
 from .driver import Progress, drive
 from .job import run_bc, run_cell
 from .launchers import submit
@@ -48,10 +50,10 @@ def _outcome(job, cell: Cell) -> str:
     try:
         return job.result()
     except Exception as exc:  # submitit's UncompletedJobError / FailedJobError
-        err = cell.out / "error.txt"
-        if cell_state(cell.out) != DONE and not err.exists():
-            err.parent.mkdir(parents=True, exist_ok=True)
-            err.write_text(f"the job died before the cell finished:\n{exc}\n")
+        folder = RunFolder(cell.out)
+        if cell_state(cell.out) != DONE and not folder.error_file.exists():
+            folder.path.mkdir(parents=True, exist_ok=True)
+            folder.write_error(f"the job died before the cell finished:\n{exc}\n")  # atomic
         return DONE if cell_state(cell.out) == DONE else FAILED
 
 

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from arena.runs.layout import CONFIG_FILE
+
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "ray_on_slurm.sbatch"
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 # package -> why every verl run needs it
@@ -144,9 +146,9 @@ def write_sbatch(cfg, dest: Path, *, nodes: int, launcher: str = "slurm",
         settings = launcher_config(launcher)
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (dest / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
     script = dest / "ray_on_slurm.sbatch"
-    script.write_text(render_sbatch(config_path=dest / "config.yaml", nodes=nodes, settings=settings,
+    script.write_text(render_sbatch(config_path=dest / CONFIG_FILE, nodes=nodes, settings=settings,
                                     log_dir=dest / "slurm", job_name=f"arena-verl-{cfg.env.name}-s{cfg.seed}"))
     (dest / "slurm").mkdir(exist_ok=True)
     return script
