@@ -92,8 +92,9 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
         return _bad("search", ValueError(f"method={method!r}: valid methods: {', '.join(METHODS)}"))
     if any(a.startswith(("dimension=", "grid=")) for a in rest):
         return _bad("search", ValueError("takes method=NAME, not dimension= or grid="))
-    # the last budget= wins, as in Hydra and in the sweep's own name (sweep._budget)
-    budget = next((a.partition("=")[2] for a in reversed(rest) if a.startswith("budget=")), "default")
+    from .sweep import budget_of
+
+    budget = budget_of(rest)  # the last budget= wins, as in Hydra and in the sweep's own name
     if not any(a.startswith("name=") for a in rest):
         rest.append(f"name=search-{method}-{budget}")
     return sweep_main([f"dimension=search-{method}", "search.enabled=true", *rest], train_fn=train_fn, bc_fn=bc_fn,

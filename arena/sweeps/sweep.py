@@ -62,7 +62,9 @@ def split_args(args: list[str]) -> tuple[dict, list[str]]:
     return sweep, run
 
 
-def _budget(run: list[str]) -> str:
+def budget_of(run: list[str]) -> str:
+    """The budget a list of key=value overrides composes: the last `budget=` wins, as in Hydra;
+    none: "default". The one reader of it for the sweep's name and `arena search`'s."""
     budgets = [a.partition("=")[2] for a in run if a.startswith("budget=")]
     return budgets[-1] if budgets else "default"
 
@@ -135,7 +137,7 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
                      seeds=parse_seeds(sweep.get("seeds", 3)) if auto is None else list(range(auto.first)),
                      common=run, arm_sources=sources)
     # the name is a folder under results_dir: a safe name (no "..", no "/") or exit 2
-    name = check_name("name", sweep.get("name") or f"{dimension}-{_budget(run)}")
+    name = check_name("name", sweep.get("name") or f"{dimension}-{budget_of(run)}")
     plan.name, plan.sweep_dir = name, sweep_dir(results_dir, name)
     plan.cells = expand(plan)  # validates every cell via load_config
     if auto is not None:

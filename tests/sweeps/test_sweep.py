@@ -108,3 +108,12 @@ def test_busy_cell_job_exits_as_busy(sweep_env, tmp_path):
 def test_status_unknown_sweep_exits_2(tmp_path):
     assert status_main(["name=nope", f"results_dir={tmp_path}"]) == 2
     assert status_main(["bogus=1"]) == 2
+
+
+def test_one_budget_precedence_the_last_budget_wins_for_sweep_and_search_names():
+    from arena.sweeps.sweep import budget_of
+
+    # by hand: Hydra applies overrides in order, so the last budget= is the one composed
+    assert budget_of(["seed=1", "budget=smoke", "lr=0.1", "budget=stress"]) == "stress"
+    assert budget_of(["budget=smoke"]) == "smoke"
+    assert budget_of(["lr=0.1"]) == "default"
