@@ -91,15 +91,18 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
                  figures: bool = True, baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> Path:
     """Write the report folder and return its path."""
     from .figures import write_figures
+    from .mechanisms import mechanism_table, render_mechanisms
 
     results_dir = Path(results_dir).resolve()
     manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
                                          min_effect=min_effect)
     out = sweep_dir(results_dir, name) / "report"
     markdown = write_tables(cells, arms, out, name=name, manifest=manifest)
+    tidy = tidy_frame(results_dir, name, runs=runs)
+    arm_names = list(cells["arm"].unique())
+    atomic_write_text(out / "mechanisms.md", render_mechanisms(mechanism_table(tidy, arm_names), name=name))
     if figures:
-        write_figures(tidy_frame(results_dir, name, runs=runs), runs, out / "figures", arm_order=list(cells["arm"].unique()),
-                      baseline=cells["baseline"].iloc[0] or None)
+        write_figures(tidy, runs, out / "figures", arm_order=arm_names, baseline=cells["baseline"].iloc[0] or None)
     if wandb:
         from .wandb_dashboard import dashboard_spec, save_dashboard
 
@@ -162,5 +165,6 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:
         return print_bad_input("report", exc)
     print((out / "table.md").read_text())
+    print((out / "mechanisms.md").read_text())
     print(f"[report] written to {out}")
     return 0
