@@ -1,25 +1,33 @@
-"""Sampler throughput: arena's `sample_tokens` against `model.generate`.
+"""Sampler throughput: arena's `sample_tokens` against `model.generate`, and against today's
+sampler frozen in benchmarks/reference_sampler.py (the "before" of the speed work).
 
-Same model, same left-padded batch, same temperature, same number of new tokens (no stop
-token, so every row generates exactly `new_tokens`). The two are timed in turn for each
-repeat (interleaved, so background load hits both alike); the medians are compared.
+Same model, same left-padded batch of distinct prompts, same temperature, same number of new
+tokens (no stop token, so every row generates exactly `new_tokens`). The three are timed in
+turn for each repeat (interleaved, so background load hits all alike); the medians are
+compared. The current and the reference sampler draw from generators with the same seed, and
+the script prints whether their tokens (and log-probs) are identical.
 
     python benchmarks/bench_sampler.py            # batch 128, prompts 40-80 tokens, 16 new
     python benchmarks/bench_sampler.py --quick    # a few seconds
 
-Prints one line per repeat and a final `ratio ours/generate` line (gate >= 1.0x), the ratio of
-the median rates, and the ratio of the best rates beside it.
+Prints one line per repeat and a final `ratio ours/generate` line (target >= 2.5x), the ratio of
+the median rates, with the best-of-repeats ratio and the reference sampler's ratio beside it.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from arena.lm.model import build_model
 from arena.lm.sampler import left_pad, sample_tokens
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_sampler  # noqa: E402  (benchmarks/ is not a package)
 
 
 def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_tokens: int, repeats: int,
@@ -32,10 +40,17 @@ def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_to
     ids, mask = left_pad(prompts, 0, "cpu")  # [B, P] each
     n_tokens = batch * new_tokens
 
-    def ours() -> None:
-        out = sample_tokens(model, prompts, temperature=temperature, max_new_tokens=new_tokens, pad_token_id=0,
-                            generator=torch.Generator().manual_seed(1))
-        assert all(len(t) == new_tokens for t, _ in out)
+    outputs = {}
+
+    def sampler(name, fn):
+        def call() -> None:
+            out = fn(model, prompts, temperature=temperature, max_new_tokens=new_tokens, pad_token_id=0,
+                     generator=torch.Generator().manual_seed(1))
+            assert all(len(t) == new_tokens for t, _ in out)
+            outputs[name] = out
+        return call
+
+    ours, reference = sampler("ours", sample_tokens), sampler("reference", reference_sampler.sample_tokens)
 
     @torch.no_grad()
     def theirs() -> None:
@@ -45,18 +60,21 @@ def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_to
                              pad_token_id=0, eos_token_id=None)
         assert out.shape[1] == ids.shape[1] + new_tokens
 
-    ours(), theirs()  # warm-up
-    rates = {"ours": [], "generate": []}
+    ours(), theirs(), reference()  # warm-up
+    rates = {"ours": [], "generate": [], "reference": []}
     for r in range(repeats):
-        for name, fn in (("ours", ours), ("generate", theirs)):
+        for name, fn in (("ours", ours), ("generate", theirs), ("reference", reference)):
             start = time.perf_counter()
             fn()
             rates[name].append(n_tokens / (time.perf_counter() - start))
-        print(f"repeat {r}: ours {rates['ours'][-1]:.0f} tok/s, generate {rates['generate'][-1]:.0f} tok/s", flush=True)
-    ours_rate, gen_rate = statistics.median(rates["ours"]), statistics.median(rates["generate"])
+        print(f"repeat {r}: ours {rates['ours'][-1]:.0f} tok/s, generate {rates['generate'][-1]:.0f} tok/s, "
+              f"reference {rates['reference'][-1]:.0f} tok/s", flush=True)
+    ours_rate, gen_rate, ref_rate = (statistics.median(rates[k]) for k in ("ours", "generate", "reference"))
     best_ratio = max(rates["ours"]) / max(rates["generate"])
     return {"ours_tok_s": ours_rate, "generate_tok_s": gen_rate, "ratio": ours_rate / gen_rate,
-            "best_ratio": best_ratio}
+            "best_ratio": best_ratio, "reference_ratio": ref_rate / gen_rate,
+            "tokens_identical": [t for t, _ in outputs["ours"]] == [t for t, _ in outputs["reference"]],
+            "logp_identical": [lp for _, lp in outputs["ours"]] == [lp for _, lp in outputs["reference"]]}
 
 
 def main(argv=None) -> dict:
@@ -84,7 +102,10 @@ def main(argv=None) -> dict:
     print(f"setting: {setting}, torch threads {torch.get_num_threads()}")
     result = run(**setting)
     print(f"ours {result['ours_tok_s']:.0f} tok/s, generate {result['generate_tok_s']:.0f} tok/s, "
-          f"ratio ours/generate {result['ratio']:.2f}x (medians; best-of-repeats ratio {result['best_ratio']:.2f}x)")
+          f"ratio ours/generate {result['ratio']:.2f}x (medians; best-of-repeats ratio {result['best_ratio']:.2f}x; "
+          f"reference sampler {result['reference_ratio']:.2f}x)")
+    print(f"same seed, ours vs reference: tokens identical: {'yes' if result['tokens_identical'] else 'NO'}; "
+          f"log-probs identical: {'yes' if result['logp_identical'] else 'NO'}")
     return result
 
 

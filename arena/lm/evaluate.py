@@ -23,7 +23,7 @@ def _eval_envs(name: str, kwargs: dict, n: int) -> list:
     return envs[:n]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def evaluate(model, tokenizer, cfg, *, n: int | None = None, temperature: float | None = None,
              seeds: list[int] | None = None) -> dict:
     """`seeds` replaces the held-out eval_seed(0..n-1) (BC's validation rooms)."""

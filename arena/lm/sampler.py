@@ -146,7 +146,7 @@ class StopStrings:
         return len(ids)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample_tokens(
     model,
     prompts: Sequence[Sequence[int]],
@@ -237,14 +237,15 @@ def make_policy(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def generate(prompts: list) -> list:
-        prompt_ids = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        if not prompts:
+            return []
+        # one batched call each way (the same ids and text as per-prompt encode/decode calls)
+        prompt_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         outputs = sample_tokens(
             model, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
             stop_token_ids=stop_ids, pad_token_id=pad_id or 0, generator=generator, stop_strings=stop_strings,
         )
-        return [
-            (tokenizer.decode(tokens, skip_special_tokens=True), ids, tokens, logp)
-            for ids, (tokens, logp) in zip(prompt_ids, outputs)
-        ]
+        texts = tokenizer.batch_decode([tokens for tokens, _ in outputs], skip_special_tokens=True)
+        return [(text, ids, tokens, logp) for text, ids, (tokens, logp) in zip(texts, prompt_ids, outputs)]
 
     return generate

@@ -1,0 +1,79 @@
+"""The current sampler and eval against today's, frozen in benchmarks/reference_sampler.py (the
+"before" of benchmarks/bench_eval.py and bench_sampler.py): the same greedy eval outcomes and
+tokens, and the same tokens and log-probs from the same seed when sampling."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import arena.lm.evaluate as current_eval
+from arena.bc.train import collect_demos, fresh_model, sft
+from arena.config import load_config
+from arena.lm.model import build_model
+from arena.lm.sampler import StopStrings, make_policy, sample_tokens
+from arena.lm.tokenizer import build_tokenizer
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def load_benchmark(name: str):
+    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import reference_sampler beside them
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench_eval():
+    return load_benchmark("bench_eval")
+
+
+@pytest.fixture(scope="module")
+def sokoban_policy():
+    """A tiny Sokoban model BC'd for 80 steps on 24 expert episodes: a few greedy wins."""
+    cfg = load_config(["env=sokoban", "budget=default", "eval.n=32"])
+    pairs, _ = collect_demos(cfg, 24)
+    model, tokenizer = fresh_model(cfg, pairs)
+    sft(model, tokenizer, pairs, steps=80, lr=3e-3, batch_size=32, seed=0, log=lambda *a: None)
+    return cfg, model.eval(), tokenizer
+
+
+def test_greedy_eval_plays_the_same_episodes_as_the_reference(bench_eval, sokoban_policy):
+    cfg, model, tokenizer = sokoban_policy
+    ref = bench_eval.reference_sampler
+    _, ref_result, ref_tokens = bench_eval.timed_eval(ref, ref.make_policy, model, tokenizer, cfg, 32)
+    _, new_result, new_tokens = bench_eval.timed_eval(current_eval, make_policy, model, tokenizer, cfg, 32)
+    # every turn's response ids, in the order the rollout asked for them, and every outcome
+    assert new_tokens == ref_tokens
+    assert new_result == ref_result
+    assert sum(len(turn) for turn in new_tokens) >= 32  # at least one turn per episode was compared
+    assert 0 < sum(new_result["wins"]) < 32, "the comparison should include won and lost episodes"
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
+def test_sampling_draws_the_reference_tokens_and_logp_from_the_same_seed(bench_eval, temperature, top_p):
+    moves = ["left", "up", "down", "right"] * 4
+    corpus = [f"map {i}\n#_OX#\n<think>push box {d}</think><action>{d}</action>" for i, d in enumerate(moves)]
+    tok = build_tokenizer(corpus, vocab_size=280)
+    model = build_model(len(tok), size="tiny", seed=3, tie_word_embeddings=False)
+    prompts = [tok.encode(f"map {i}\n#_OX#\n", add_special_tokens=False) for i in (1, 2, 3, 1, 5, 22)]
+    kwargs = dict(temperature=temperature, top_p=top_p, max_new_tokens=10, stop_token_ids=[tok.eos_token_id],
+                  pad_token_id=tok.pad_token_id, stop_strings=StopStrings(tok, ["</action>"]))
+    new = sample_tokens(model, prompts, generator=torch.Generator().manual_seed(4), **kwargs)
+    ref = bench_eval.reference_sampler.sample_tokens(model, prompts, generator=torch.Generator().manual_seed(4),
+                                                     **kwargs)
+    assert new == ref  # tokens and log-probs, bit for bit
+    assert len({len(t) for t, _ in new}) >= 2 or temperature == 0  # rows stopped at different steps
+
+
+def test_eval_benchmark_reports_the_equality_check(bench_eval, monkeypatch, sokoban_policy):
+    # eval_split on a prebuilt model (the BC step is the fixture's): the dict another benchmark imports
+    monkeypatch.setattr(bench_eval, "build_policy_model", lambda env, budget, overrides: sokoban_policy)
+    result = bench_eval.eval_split("sokoban", "default", 1, n=8, repeats=1)
+    assert result["wins_identical"] and result["tokens_identical"]
+    assert result["reference_s"] > 0 and result["new_s"] > 0
+    assert result["ratio"] == pytest.approx(result["new_s"] / result["reference_s"])
