@@ -228,7 +228,7 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "envs": _envs,
     "train": _train,
     "bc": _bc,
-    "eval": lambda args: _evaluation("runner", "eval_main")(parse_overrides(args)),
+    "eval": lambda args: _evaluation("entry", "eval_entry")(parse_overrides(args)),
     "serve": lambda args: _evaluation("server", "serve_main")(parse_overrides(args)),
 }
 assert set(VERBS) == set(VERB_HELP), "every verb has its --help (arena/cli_help.py VERB_HELP)"

@@ -19,6 +19,7 @@ METRICS: Mapping[str, str] = MappingProxyType({
     "rollout/format_valid_ratio": "share of kept turn-samples that are format-valid (one <think>..</think><action>..</action>)",
     "rollout/action_valid_ratio": "share of kept turn-samples whose action is format-valid and admissible",
     "rollout/response_length": "mean response tokens per kept turn-sample",
+    "rollout/response_length_std": "standard deviation of response tokens over the kept turn-samples (what token-mean and sequence-mean aggregation weigh differently)",
     "rollout/turn_samples": "turn-samples (rows) in the step's training batch after filtering",
     "rollout/pad_rows": "verl: zero-mask copies of rows that fill each mini-batch to whole micro-batches x ranks (no loss term; counted in no denominator)",
     "filter/kept_group_frac": "kept groups / sampled groups of the step (1.0 without filtering)",

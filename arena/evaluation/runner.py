@@ -267,11 +267,8 @@ def set_aside_malformed(run: RunFolder, options: EvalOptions, played: list[int],
 
 
 def eval_main(args: dict, log: Callable = print) -> int:
-    """`arena eval` (module docstring); args is the parsed key=value dict."""
-    if args.get("sweep") is not None:  # every finished cell of a sweep, one eval each
-        from .sweep_eval import sweep_eval_main
-
-        return sweep_eval_main(args, log)
+    """`arena eval` of one policy (module docstring); args is the parsed key=value dict.
+    `arena eval sweep=NAME` goes through arena.evaluation.entry, which calls this per cell."""
     if "min_effect" in args:
         print("arena eval: min_effect= compares a sweep's arms; it needs sweep=NAME", file=sys.stderr)
         return EXIT_BAD_INPUT

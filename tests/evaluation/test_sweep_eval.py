@@ -11,7 +11,7 @@ import pytest
 
 from arena.backends.embedded.run import run_training
 from arena.config import load_config
-from arena.evaluation.runner import eval_main
+from arena.evaluation.entry import eval_entry as eval_main
 from arena.runs.layout import cell_dir, manifest_file
 
 NAME = "hand-sanity"

@@ -121,6 +121,7 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
         "rollout/format_valid_ratio": float(batch.format_valid.float().mean()),
         "rollout/action_valid_ratio": float(batch.action_valid.float().mean()),
         "rollout/response_length": float(batch.response_mask.sum(-1).mean()),
+        "rollout/response_length_std": float(batch.response_mask.sum(-1).float().std(correction=0)),
         "rollout/turn_samples": float(len(batch)),
         "filter/kept_group_frac": fstats["kept_group_frac"],
         "filter/tries": float(fstats["tries"]),
