@@ -1,5 +1,5 @@
-"""Eval speed: the current greedy eval (arena/lm/evaluate.py) against today's, frozen in
-benchmarks/reference_sampler.py, in the same process, on the same model and held-out seeds.
+"""Eval speed: the current greedy eval (arena/lm/evaluate.py) against the code before the speed work
+(benchmarks/reference_sampler.py), in the same process, on the same model and held-out seeds.
 
 For each environment it builds the budget's model from its config (a fresh model, a tokenizer
 built from expert demos, then a short BC so that some episodes are won; nothing is downloaded),

@@ -1,5 +1,5 @@
-"""Sampler throughput: arena's `sample_tokens` against `model.generate`, and against today's
-sampler frozen in benchmarks/reference_sampler.py (the "before" of the speed work).
+"""Sampler throughput: arena's `sample_tokens` against `model.generate`, and against the
+sampler kept in benchmarks/reference_sampler.py (the "before" of the speed work).
 
 Same model, same left-padded batch of distinct prompts, same temperature, same number of new
 tokens (no stop token, so every row generates exactly `new_tokens`). The three are timed in

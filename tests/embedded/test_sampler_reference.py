@@ -1,5 +1,5 @@
-"""The current sampler and eval against today's, frozen in benchmarks/reference_sampler.py (the
-"before" of benchmarks/bench_eval.py and bench_sampler.py): the same greedy eval outcomes and
+"""The current sampler and eval against the code before the speed work (benchmarks/reference_sampler.py,
+the "before" of benchmarks/bench_eval.py and bench_sampler.py): the same greedy eval outcomes and
 tokens, and the same tokens and log-probs from the same seed when sampling."""
 import importlib.util
 import sys
@@ -77,3 +77,26 @@ def test_eval_benchmark_reports_the_equality_check(bench_eval, monkeypatch, soko
     assert result["wins_identical"] and result["tokens_identical"]
     assert result["reference_s"] > 0 and result["new_s"] > 0
     assert result["ratio"] == pytest.approx(result["new_s"] / result["reference_s"])
+
+
+def test_the_reference_tokenizes_one_prompt_at_a_time(bench_eval):
+    # the one change the reference puts back in make_policy: generate(3 prompts) makes 3 encode
+    # and 3 decode calls (today's makes one batched call each way, and no encode call)
+    ref = bench_eval.reference_sampler
+    corpus = [f"map {i}\n<think>x</think><action>up</action>" for i in range(8)]
+    tok = build_tokenizer(corpus, vocab_size=280)
+    model = build_model(len(tok), size="tiny", seed=3, tie_word_embeddings=False)
+    calls = {"encode": 0, "decode": 0}
+    wrapped = ref.OnePromptAtATime(tok)
+    for name in calls:
+        def counted(*args, _real=getattr(tok, name), _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+        setattr(wrapped, name, counted)  # instance attributes shadow __getattr__'s lookup
+    ref.OnePromptAtATime._made[tok] = wrapped
+    try:
+        out = ref.make_policy(model, tok, max_new_tokens=4, seed=0)(["map 1\n", "map 2\n", "map 3\n"])
+    finally:
+        del ref.OnePromptAtATime._made[tok]
+    assert calls == {"encode": 3, "decode": 3}
+    assert [ids for _, ids, _, _ in out] == [tok.encode(p, add_special_tokens=False) for p in ("map 1\n", "map 2\n", "map 3\n")]
