@@ -120,15 +120,6 @@ AGG = Registry(
     runtime_args=("norm",),
 )
 
-# our registry name -> verl's `loss_agg_mode`
-VERL_AGG_MODE: dict[str, str] = {
-    "token_mean": "token-mean",
-    "seq_mean_token_mean": "seq-mean-token-mean",
-    "seq_mean_token_sum": "seq-mean-token-sum",
-    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
-}
-
-
 def get_agg(name: str) -> Callable[..., torch.Tensor]:
     """AGG[name], with a ValueError listing the valid names for an unknown one."""
     return AGG.member(name)

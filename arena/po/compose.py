@@ -29,6 +29,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 import torch
 
 from .advantages import ADV
+from .advantages_gigpo import anchor_repeat_stats, step_term_stats
 from .aggregation import AGG, AggNorm
 from .clipping import CLIP, SEQ_MASK
 from .filtering import FILTER
@@ -229,3 +230,19 @@ def _check_same_shape(**tensors: Optional[torch.Tensor]) -> None:
 def compute_advantages(po: ResolvedPO, batch) -> torch.Tensor:
     """One advantage per turn-sample [N] from the chosen advantage member."""
     return ADV[po.advantage](batch, **po.member_hp("advantage"))
+
+
+def advantage_diagnostics(po: ResolvedPO, batch) -> dict[str, float]:
+    """The adv/* metrics of a step, for every method: how often GiGPO's anchor states repeat
+    (`anchor_repeat_stats`) and what its step term would add (`step_term_stats`), with the run's
+    own GiGPO gamma/mode/group_stats when its advantage member is GiGPO, else GiGPO's defaults.
+    Backends call this and never name an advantage member."""
+    gigpo_hp = {k: v for k, v in po.member_hp("advantage").items() if k != "step_w"} if po.advantage == "gigpo" else {}
+    anchors, step_term = anchor_repeat_stats(batch), step_term_stats(batch, **gigpo_hp)
+    return {
+        "adv/anchor_repeat_frac": anchors["repeat_frac"],
+        "adv/anchor_multi_traj_frac": anchors["multi_traj_frac"],
+        "adv/step_term_nonzero_frac": step_term["nonzero_frac"],
+        "adv/step_term_abs_ratio": step_term["abs_ratio"],
+        "adv/step_term_corr": step_term["corr"],
+    }

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from arena.po.aggregation import AGG, VERL_AGG_MODE, AggNorm, get_agg
+from arena.backends.verl.agg_modes import VERL_AGG_MODE
+from arena.po.aggregation import AGG, AggNorm, get_agg
 
 F64 = torch.float64
 

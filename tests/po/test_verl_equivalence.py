@@ -17,7 +17,8 @@ with warnings.catch_warnings():
     from verl.utils.torch_functional import entropy_from_logits as verl_entropy
     from verl.workers.config import ActorConfig
 
-from arena.po.aggregation import AGG, VERL_AGG_MODE, AggNorm
+from arena.backends.verl.agg_modes import VERL_AGG_MODE
+from arena.po.aggregation import AGG, AggNorm
 from arena.po.clipping import CLIP
 from arena.po.kl import entropy_from_logits, kl_k3
 

@@ -25,7 +25,7 @@ from arena.lm.model import build_model, save_checkpoint  # noqa: E402
 from arena.lm.tokenizer import build_tokenizer  # noqa: E402
 from arena.backends.verl.dataproto import to_dataproto  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
-from arena.po.aggregation import VERL_AGG_MODE  # noqa: E402
+from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
 from arena.po.types import make_batch  # noqa: E402
 
 from .engine_helpers import (  # noqa: E402

@@ -11,7 +11,8 @@ from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, agg_loss, get_poli
 from verl.workers.config import ActorConfig  # noqa: E402
 
 from arena.backends.verl import policy_loss as vpl  # noqa: E402
-from arena.po.aggregation import AGG, VERL_AGG_MODE, AggNorm  # noqa: E402
+from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
+from arena.po.aggregation import AGG, AggNorm  # noqa: E402
 from arena.po.compose import ResolvedPO, policy_loss  # noqa: E402
 from arena.po.kl import kl_k3  # noqa: E402
 

@@ -13,7 +13,8 @@ from verl.workers.config import ActorConfig  # noqa: E402
 from verl.workers.utils.losses import ppo_loss  # noqa: E402
 
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
-from arena.po.aggregation import VERL_AGG_MODE, AggNorm  # noqa: E402
+from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
+from arena.po.aggregation import AggNorm  # noqa: E402
 from arena.po.compose import ResolvedPO, objective  # noqa: E402
 
 

@@ -31,7 +31,7 @@ from arena.backends.verl import trainer as trainer_module  # noqa: E402
 from arena.backends.verl.fan_out import actor_rows  # noqa: E402
 from arena.backends.verl.mini_batches import MiniBatch, mini_batch_layout  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
-from arena.po.aggregation import VERL_AGG_MODE  # noqa: E402
+from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
 from arena.po.types import make_batch  # noqa: E402
 
 from .engine_helpers import left_pad, response_log_probs, right_pad  # noqa: E402

@@ -13,7 +13,7 @@ from arena.backends.verl.cli import verl_config_main  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
 from arena.backends.verl.verl_config import build_verl_config, validate  # noqa: E402
 from arena.config.load import load_config, resolve_po  # noqa: E402
-from arena.po.aggregation import VERL_AGG_MODE  # noqa: E402
+from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
 from arena.po.methods import METHODS  # noqa: E402
 
 

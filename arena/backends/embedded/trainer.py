@@ -27,8 +27,7 @@ from arena.config import cell_id, resolve_po, to_plain
 from arena.envs import make
 from arena.envs.base import step_seeds
 from arena.envs.sandbox import env_isolation
-from arena.po.advantages_gigpo import anchor_repeat_stats, step_term_stats
-from arena.po.compose import compute_advantages
+from arena.po.compose import advantage_diagnostics, compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason, run_status
 from arena.runs.policy import write_policy
@@ -72,13 +71,6 @@ def _to_device(batch, device: torch.device):
     return batch
 
 
-def _gigpo_stat_kwargs(po) -> dict:
-    """GiGPO's own gamma/mode/group_stats when the run uses GiGPO, else its defaults."""
-    if po.advantage != "gigpo":
-        return {}
-    return {k: v for k, v in po.member_hp("advantage").items() if k != "step_w"}
-
-
 def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: int) -> dict:
     """One step (module docstring): rollout tries + filtering, log-probs, advantages, update.
     Returns the step's metrics (train/*, rollout/*, filter/*, actor/*, perf/*)."""
@@ -109,14 +101,8 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
         ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size, sort_micro_batches=cfg.sort_micro_batches,
         kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
     )
-    anchors = anchor_repeat_stats(batch)  # GiGPO's step groups, logged for every method
-    steps_term = step_term_stats(batch, **_gigpo_stat_kwargs(po))
+    metrics.update(advantage_diagnostics(po, batch))  # GiGPO's step groups, logged for every method
     metrics.update({
-        "adv/anchor_repeat_frac": anchors["repeat_frac"],
-        "adv/anchor_multi_traj_frac": anchors["multi_traj_frac"],
-        "adv/step_term_nonzero_frac": steps_term["nonzero_frac"],
-        "adv/step_term_abs_ratio": steps_term["abs_ratio"],
-        "adv/step_term_corr": steps_term["corr"],
         "train/success_rate": fstats["all_success_rate"],
         "rollout/format_valid_ratio": float(batch.format_valid.float().mean()),
         "rollout/action_valid_ratio": float(batch.action_valid.float().mean()),

@@ -11,6 +11,7 @@ Modules
 - `advantages`    `arena_grpo`, `arena_gigpo`, `arena_empg` in verl's estimator registry, and
                   `compute_arena_advantage(data, name, **hp)`, the trainer-subclass step that
                   passes them `non_tensor_batch`/`batch` (missing fields are named).
+- `agg_modes`     `VERL_AGG_MODE`: our aggregation members by verl's `loss_agg_mode` name.
 - `registry`      `register_once`: registration into verl's registries that refuses collisions.
 - `dataproto`     TurnBatch <-> DataProto, one row per turn-sample, lossless.
 - `agent_loop`    `ArenaAgentLoop` ("arena_agent"): one episode per verl prompt, one LLM call

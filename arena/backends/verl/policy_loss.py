@@ -32,7 +32,8 @@ import torch
 from verl.trainer.ppo import core_algos
 from verl.workers.config import PolicyLossConfig
 
-from arena.po.aggregation import VERL_AGG_MODE, AggNorm
+from .agg_modes import VERL_AGG_MODE
+from arena.po.aggregation import AggNorm
 from arena.po.compose import DIMENSIONS, PG_DIMENSIONS, ResolvedPO, check_hp, policy_loss
 
 from .registry import register_once

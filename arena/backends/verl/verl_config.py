@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from arena.po.aggregation import VERL_AGG_MODE
+from .agg_modes import VERL_AGG_MODE
 
 from .policy_export import HF_SAVE_CONTENTS, RESUME_LOAD_CONTENTS
 from .policy_loss import ArenaPolicyLossConfig
