@@ -87,7 +87,7 @@ def equality(cfg, po, model, batch) -> None:
     mask = batch.response_mask  # [N, T]
     d_old = max_masked_diff(b_ref.old_logp, b_new.old_logp, mask)
     d_ref = max_masked_diff(b_ref.ref_logp, b_new.ref_logp, mask)
-    d_par = max(float((p - q).abs().max()) for p, q in zip(m_ref.parameters(), m_new.parameters()))
+    d_par = max(float((p - q).detach().abs().max()) for p, q in zip(m_ref.parameters(), m_new.parameters()))
     for name, d in (("old_logp", d_old), ("ref_logp", d_ref), ("params after update", d_par)):
         print(f"  {name:20s} " + ("bit-identical" if d == 0 else f"within float rounding (max |d| = {d:.2e})"))
     print(f"  {'metric':28s} {'reference':>14s} {'new':>14s}")
