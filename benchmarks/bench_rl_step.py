@@ -41,12 +41,14 @@ from arena.lm.sampler import make_policy
 CASES = [("sokoban", "default"), ("household", "default"), ("shop", "default"), ("sokoban", "learn")]
 
 
-def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: str):
-    """(cfg, po, model, tokenizer, batch, rollout seconds, env seconds) for one env x budget."""
+def case_overrides(env: str, budget: str, quick: bool, results_dir: str) -> list[str]:
     overrides = [f"env={env}", f"budget={budget}", "seed=0", f"results_dir={results_dir}", "wandb.enabled=false"]
-    if quick:
-        overrides += ["batch_envs=4"]
-    cfg = load_config(overrides)
+    return overrides + (["batch_envs=4"] if quick else [])
+
+
+def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: str):
+    """(cfg, po, model, batch, rollout seconds, env seconds) for one env x budget."""
+    cfg = load_config(case_overrides(env, budget, quick, results_dir))
     t0 = time.perf_counter()
     pairs, _ = collect_demos(cfg, 64 if quick else 200)
     model, tok = fresh_model(cfg, pairs)
@@ -64,14 +66,16 @@ def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: s
     return cfg, resolve_po(cfg), model, _to_device(batch, torch.device("cpu")), t_roll, stats["env_seconds"]
 
 
-def run_path(path: str, cfg, po, model, batch):
+def run_path(path: str, cfg, po, model, batch, cfg_new=None):
     """(model after the update, batch with its log-probs, metrics, log-prob s, update s) on copies."""
     model = copy.deepcopy(model)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     batch = copy.copy(batch)
-    step = reference_step if path == "reference" else logprobs_and_update
-    metrics, t_lp, t_up = step(cfg, po, model, ref, opt, batch)
+    if path == "reference":
+        metrics, t_lp, t_up = reference_step(cfg, po, model, ref, opt, batch)
+    else:
+        metrics, t_lp, t_up = logprobs_and_update(cfg_new or cfg, po, model, ref, opt, batch)
     return model, batch, metrics, t_lp, t_up
 
 
@@ -81,9 +85,9 @@ def max_masked_diff(a, b, mask) -> float:
     return float(((a - b).abs() * mask).max())  # max over masked tokens
 
 
-def equality(cfg, po, model, batch) -> None:
+def equality(cfg, po, model, batch, cfg_new) -> None:
     m_ref, b_ref, met_ref, _, _ = run_path("reference", cfg, po, model, batch)
-    m_new, b_new, met_new, _, _ = run_path("new", cfg, po, model, batch)
+    m_new, b_new, met_new, _, _ = run_path("new", cfg, po, model, batch, cfg_new)
     mask = batch.response_mask  # [N, T]
     d_old = max_masked_diff(b_ref.old_logp, b_new.old_logp, mask)
     d_ref = max_masked_diff(b_ref.ref_logp, b_new.ref_logp, mask)
@@ -102,12 +106,12 @@ def step_flops(model, batch) -> float:
     return (5 / 3) * training_flops(model, tokens=int(lengths.sum()), seq=float(lengths.mean()))
 
 
-def time_case(cfg, po, model, batch, repeats: int) -> dict[str, list[tuple[float, float]]]:
+def time_case(cfg, po, model, batch, repeats: int, cfg_new) -> dict[str, list[tuple[float, float]]]:
     times: dict[str, list[tuple[float, float]]] = {"reference": [], "new": []}
-    run_path("new", cfg, po, model, batch)  # warm-up
+    run_path("new", cfg, po, model, batch, cfg_new)  # warm-up
     for _ in range(repeats):
         for path in times:  # interleaved: background load hits both alike
-            _, _, _, t_lp, t_up = run_path(path, cfg, po, model, batch)
+            _, _, _, t_lp, t_up = run_path(path, cfg, po, model, batch, cfg_new)
             times[path].append((t_lp, t_up))
     return times
 
@@ -119,6 +123,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bc-steps", type=int, default=150)
     ap.add_argument("--case", nargs="*", help="env:budget pairs, e.g. sokoban:default shop:default")
+    ap.add_argument("--new", nargs="*", default=[], help="config overrides of the new path only, e.g. micro_batch_size=64")
     args = ap.parse_args(argv)
     cases = [tuple(c.split(":")) for c in args.case] if args.case else (CASES[::2] if args.quick else CASES)
     repeats, bc_steps = (2, 60) if args.quick else (args.repeats, args.bc_steps)
@@ -127,14 +132,15 @@ def main(argv=None) -> dict:
         for env, budget in cases:
             torch.set_num_threads(1)
             cfg, po, model, batch, t_roll, t_env = build_case(env, budget, bc_steps, args.quick, tmp)
+            cfg_new = load_config(case_overrides(env, budget, args.quick, tmp) + args.new)
             n, width = batch.response_mask.shape
-            print(f"\n== {env} budget={budget}: {n} turn-samples, reply width {width}, prompt width "
+            print(f"\n== {env} budget={budget}{' new path: ' + ' '.join(args.new) if args.new else ''}: {n} turn-samples, reply width {width}, prompt width "
                   f"{batch.prompt_ids.shape[1]}; rollout {t_roll:.2f}s (env {t_env:.3f}s) at 1 thread")
-            equality(cfg, po, model, batch)
+            equality(cfg, po, model, batch, cfg_new)
             for threads in args.threads:
                 torch.set_num_threads(threads)
                 peak = matmul_peak(512 if args.quick else 1024)
-                times = time_case(cfg, po, model, batch, repeats)
+                times = time_case(cfg, po, model, batch, repeats, cfg_new)
                 ref_s = statistics.median(a + b for a, b in times["reference"])
                 ref_lp = statistics.median(a for a, _ in times["reference"])
                 ref_up = statistics.median(b for _, b in times["reference"])
