@@ -162,3 +162,16 @@ def test_update_matches_the_reference_path():
         assert (p - p_ref).abs().max() < 1e-3 * moved, name
         assert m["actor/pg_loss"] == pytest.approx(m_ref["actor/pg_loss"], abs=1e-5)
         assert m.keys() == m_ref.keys()
+
+
+def test_sorted_micro_batches_hold_at_most_64_rows():
+    # sorted: min(micro_batch_size, SORTED_MICRO_ROWS = 64); contiguous: micro_batch_size as set
+    from arena.backends.embedded.trainer import micro_batch_size, micro_batches_sorted
+
+    assert micro_batch_size(_cfg(micro_batch_size=256), True) == 64
+    assert micro_batch_size(_cfg(micro_batch_size=32), True) == 32
+    assert micro_batch_size(_cfg(micro_batch_size=256), False) == 256
+    # auto follows agg_norm; an explicit value wins
+    assert micro_batches_sorted(_cfg(), resolve({"method": "grpo"}))
+    assert not micro_batches_sorted(_cfg(), resolve({"method": "grpo", "agg_norm": "per_microbatch"}))
+    assert not micro_batches_sorted(_cfg(sort_micro_batches=False), resolve({"method": "grpo"}))

@@ -55,6 +55,19 @@ def old_logp_from_sampler(cfg, po) -> bool:
     return float(cfg.temperature) == 1.0 and "entropy" not in ADV.reads(po.advantage)
 
 
+# Rows of a sorted micro-batch at most (and at most micro_batch_size): sorted rows cut finer
+# are trimmed closer to their own length; under agg_norm=global the grouping changes only the
+# work (docs/design.md, Micro-batches by length). Measured one RL step at budget=default,
+# log-probs + update against 256-row micro-batches: shop 0.43 vs 0.83, Sokoban 0.62 vs 0.82
+# (benchmarks/bench_rl_step.py; household 0.44 at 64, 0.35 at 32 in bench_rl_micro_batches.py).
+SORTED_MICRO_ROWS = 64
+
+
+def micro_batch_size(cfg, sort: bool) -> int:
+    """Rows per micro-batch: cfg.micro_batch_size, capped at SORTED_MICRO_ROWS when sorted."""
+    return min(cfg.micro_batch_size, SORTED_MICRO_ROWS) if sort else cfg.micro_batch_size
+
+
 def micro_batches_sorted(cfg, po) -> bool:
     """sort_micro_batches resolved: `auto` is on exactly when po.agg_norm=global (the only
     aggregation under which the sorted micro-batches give the same loss, up to float rounding)."""
@@ -108,13 +121,14 @@ def logprobs_and_update(cfg, po, model, ref_model, optimizer, batch) -> tuple[di
     advantages, the update. Returns (actor/* metrics, log-prob seconds, update seconds)."""
     t0 = time.perf_counter()
     sort = micro_batches_sorted(cfg, po)
-    fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, sort, old_from_sampler=old_logp_from_sampler(cfg, po))
+    micro = micro_batch_size(cfg, sort)
+    fill_logprobs(model, ref_model, batch, micro, sort, old_from_sampler=old_logp_from_sampler(cfg, po))
     adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
     t_lp = time.perf_counter()
     metrics = ppo_update(
         model, optimizer, po, batch, adv, token_logprobs_and_entropy,
         num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
-        ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size, sort_micro_batches=sort,
+        ppo_epochs=cfg.ppo_epochs, micro_batch_size=micro, sort_micro_batches=sort,
         kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
     )
     return metrics, t_lp - t0, time.perf_counter() - t_lp
