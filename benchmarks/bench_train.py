@@ -33,6 +33,14 @@ def matmul_peak(n: int = 1024, repeats: int = 5) -> float:
     return 2 * n**3 / statistics.median(times)
 
 
+def training_flops(model, tokens: int, seq: float) -> float:
+    """FLOPs of one forward+backward over `tokens` tokens of sequences of length `seq`:
+    6 N D + 12 n_layer d_model S D (N non-embedding parameters, D = tokens, S = seq)."""
+    n_params = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n)
+    c = model.config
+    return 6 * n_params * tokens + 12 * c.num_hidden_layers * c.hidden_size * seq * tokens
+
+
 def training_flops_per_s(cfg, batch: int, repeats: int) -> tuple[float, float, str]:
     from arena.bc.train import _encode, collect_demos, sft_loss
     from arena.lm.model import build_model
@@ -47,7 +55,7 @@ def training_flops_per_s(cfg, batch: int, repeats: int) -> tuple[float, float, s
     tokens = batch * seq
     n_params = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n)
     c = model.config
-    flops = 6 * n_params * tokens + 12 * c.num_hidden_layers * c.hidden_size * seq * tokens
+    flops = training_flops(model, tokens, seq)
     times = []
     for i in range(repeats + 1):
         t = time.perf_counter()

@@ -25,7 +25,7 @@ NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", 
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
 # A top-level key has the section None.
-HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False, (None, "sort_micro_batches"): False}
+HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False, (None, "sort_micro_batches"): "auto"}
 GROUPS = ("env", "budget")
 
 
@@ -162,10 +162,12 @@ def validate(cfg: DictConfig) -> None:
     except RangeError as exc:
         raise BadConfig(str(exc)) from exc
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
-    if cfg.sort_micro_batches and cfg.po.agg_norm != "global":
+    if cfg.sort_micro_batches not in ("auto", True, False):
+        raise BadConfig(f"sort_micro_batches={cfg.sort_micro_batches!r}: valid: auto, true, false")
+    if cfg.sort_micro_batches is True and cfg.po.agg_norm != "global":
         raise BadConfig(f"sort_micro_batches=true needs po.agg_norm=global (got {cfg.po.agg_norm}: its "
                         "denominators depend on which rows share a micro-batch); valid: po.agg_norm=global, "
-                        "or sort_micro_batches=false")
+                        "or sort_micro_batches=auto|false")
 
 
 def canonical_method(cfg: DictConfig) -> None:

@@ -156,10 +156,11 @@ class RunConfig:
     ppo_num_mini_batches: int = 2  # optimizer steps per pass
     micro_batch_size: int = 256  # turn-samples per forward/backward (gradient accumulation)
     # Sort each mini-batch's rows by length into micro-batches, each padded to its own longest
-    # row (embedded backend, po.agg_norm=global): the same gradient up to float rounding, less
-    # work on long, varied prompts (docs/design.md, Micro-batches by length). Off by default so
-    # that every recorded run reproduces bit for bit.
-    sort_micro_batches: bool = False
+    # row (embedded backend): the same gradient up to float rounding (not bit for bit), less
+    # work on long, varied prompts (docs/design.md, Micro-batches by length). auto | true | false;
+    # auto = on exactly when po.agg_norm=global (true with another agg_norm is an error).
+    # Sorted micro-batches hold at most min(micro_batch_size, 64) rows.
+    sort_micro_batches: Any = "auto"
     save_freq: int = 10  # steps between checkpoints
     test_freq: int = 10  # steps between eval points
     out: Optional[str] = None  # the run folder; default <results_dir>/runs/<cell_id>

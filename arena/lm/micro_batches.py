@@ -1,9 +1,10 @@
 """Micro-batches of a per-turn batch, and padding trimmed to each micro-batch's own longest row
 (docs/design.md, "Micro-batches by length").
 
-A turn batch is padded once, to the step's longest prompt (left) and reply (right). By default
-the trainer cuts it into contiguous micro-batches of `micro_batch_size` rows, each as wide as the
-whole batch. With `sort_micro_batches=true` the rows of each mini-batch are ordered by length
+A turn batch is padded once, to the step's longest prompt (left) and reply (right). With
+`sort_micro_batches=false` the trainer cuts it into contiguous micro-batches of `micro_batch_size`
+rows, each as wide as the whole batch. With it on (`true`, or the default `auto` under
+`po.agg_norm=global`) the rows of each mini-batch are ordered by length
 (prompt + reply tokens, stable) before they are cut, and each micro-batch drops the columns that
 are padding in all of its rows. A row's log-probs do not depend on its neighbours or on padding
 (position ids count real tokens, padding is masked out of attention), and under

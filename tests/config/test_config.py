@@ -55,8 +55,10 @@ def test_a_key_hashed_only_off_its_default_keeps_earlier_ids():
     # bc.pad_per_batch likewise (default false)
     assert cell_id(load_config(["bc.pad_per_batch=false"])) == base
     assert cell_id(load_config(["bc.pad_per_batch=true"])) != base
-    # and the top-level sort_micro_batches (default false)
-    assert cell_id(load_config(["sort_micro_batches=false"])) == base
+    # and the top-level sort_micro_batches: its default became `auto` (was false) and keeps the
+    # earlier ids; an explicit false or true is off the default, so it is hashed
+    assert cell_id(load_config(["sort_micro_batches=auto"])) == base
+    assert cell_id(load_config(["sort_micro_batches=false"])) != base
     assert cell_id(load_config(["sort_micro_batches=true"])) != base
 
 
@@ -64,6 +66,10 @@ def test_sorted_micro_batches_need_global_denominators():
     with pytest.raises(BadConfig, match="sort_micro_batches=true needs po.agg_norm=global.*valid: po.agg_norm=global"):
         load_config(["sort_micro_batches=true", "po.agg_norm=per_microbatch"])
     assert load_config(["sort_micro_batches=true"]).sort_micro_batches is True
+    # auto with a per-micro-batch agg_norm is valid (it resolves to off in the trainer)
+    assert load_config(["po.agg_norm=per_microbatch"]).sort_micro_batches == "auto"
+    with pytest.raises(BadConfig, match="valid: auto, true, false"):
+        load_config(["sort_micro_batches=sometimes"])
 
 
 def test_cell_id_ignores_bookkeeping_keys_only():

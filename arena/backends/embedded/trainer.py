@@ -6,7 +6,8 @@ end: arena/runs/policy.py) and W&B.
 Per step t (1..T):
     seeds    = batch_envs training seeds drawn from rng(seed, t, try)   (deterministic: resumable)
     batch    = collect_groups(rollout, filtering)                       (dynamic: resample tries)
-    old, H   = logp/entropy of the training model, no grad              (docs/methods.md §1)
+    old, H   = the sampler's logp at temperature 1 (no forward), else     (docs/methods.md §1)
+               logp/entropy of the training model, no grad (EMPG reads H)
     ref      = logp of the frozen initial (BC) model                    (when kl_coef > 0)
     A        = ADV[advantage](batch)                                    [N]
     update   = ppo_update(...)                                          (update.py)
@@ -27,6 +28,7 @@ from arena.config import cell_id, resolve_po, to_plain
 from arena.envs import make
 from arena.envs.base import step_seeds
 from arena.envs.sandbox import env_isolation
+from arena.po.advantages import ADV
 from arena.po.compose import advantage_diagnostics, compute_advantages
 from arena.po.filtering import collect_groups
 from arena.runs import RunFolder, collapse_reason, run_status
@@ -43,25 +45,60 @@ from arena.lm.sampler import make_policy
 from .update import ppo_update
 
 
+def old_logp_from_sampler(cfg, po) -> bool:
+    """True when old_logp can be the sampler's own log-probs (docs/design.md, "The step's
+    log-probs and update"): at temperature 1 the sampler records log_softmax(logits)[token] of
+    the weights the update starts from (arena/lm/sampler.py; top-p only decides what is drawn),
+    i.e. the old policy's log-probs up to float rounding, so no forward is needed. Not when the
+    advantage reads the old policy's entropy (EMPG): that needs the forward anyway."""
+    return float(cfg.temperature) == 1.0 and "entropy" not in ADV.reads(po.advantage)
+
+
+# Rows of a sorted micro-batch at most (and at most micro_batch_size): sorted rows cut finer
+# are trimmed closer to their own length; under agg_norm=global the grouping changes only the
+# work (docs/design.md, Micro-batches by length). Measured one RL step at budget=default,
+# log-probs + update against 256-row micro-batches: shop 0.43 vs 0.83, Sokoban 0.62 vs 0.82
+# (benchmarks/bench_rl_step.py; household 0.44 at 64, 0.35 at 32 in bench_rl_micro_batches.py).
+SORTED_MICRO_ROWS = 64
+
+
+def micro_batch_size(cfg, sort: bool) -> int:
+    """Rows per micro-batch: cfg.micro_batch_size, capped at SORTED_MICRO_ROWS when sorted."""
+    return min(cfg.micro_batch_size, SORTED_MICRO_ROWS) if sort else cfg.micro_batch_size
+
+
+def micro_batches_sorted(cfg, po) -> bool:
+    """sort_micro_batches resolved: `auto` is on exactly when po.agg_norm=global (the only
+    aggregation under which the sorted micro-batches give the same loss, up to float rounding)."""
+    value = cfg.sort_micro_batches
+    return po.agg_norm == "global" if value == "auto" else bool(value)
+
+
 @torch.no_grad()
-def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False) -> None:
+def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False, *,
+                  old_from_sampler: bool = False) -> None:
     """old_logp and entropy from the training model; ref_logp from the reference (in place).
     Micro-batches as in the update (micro_batches.py): contiguous, or sorted by length and
-    trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0)."""
+    trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0).
+    With `old_from_sampler` the training model runs no forward: old_logp = sampler_logp * mask
+    (old_logp_from_sampler) and entropy is None; only the reference (if any) runs."""
     model.eval()
     n, width = batch.response_mask.shape
     lengths = row_lengths(batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
     zeros = batch.response_mask.new_zeros((n, width))  # [N, T]
-    old, ent = zeros.clone(), zeros.clone()  # [N, T] x2
+    old, ent = (None, None) if old_from_sampler else (zeros.clone(), zeros.clone())  # [N, T] x2
     ref = zeros.clone() if ref_model is not None else None  # [N, T]
-    for u in micro_batch_rows(slice(0, n), micro_batch_size, lengths):
+    for u in micro_batch_rows(slice(0, n), micro_batch_size, lengths) if old is not None or ref is not None else ():
         m = take(batch, u, trim=sort_micro_batches)
         args = (m.prompt_ids, m.prompt_mask, m.response_ids, m.response_mask)
         t = m.response_mask.shape[1]  # T'
-        old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args)  # [n_u, T'] x2
+        if old is not None:
+            old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args)  # [n_u, T'] x2
         if ref is not None:
             ref[u, :t] = token_logprobs_and_entropy(ref_model, *args)[0]  # [n_u, T']
-    batch.old_logp, batch.entropy, batch.ref_logp = old, ent, ref  # [N, T] each
+    if old_from_sampler:
+        old = batch.sampler_logp.to(batch.response_mask.dtype) * batch.response_mask  # [N, T]
+    batch.old_logp, batch.entropy, batch.ref_logp = old, ent, ref  # [N, T] each (entropy None from the sampler)
 
 
 def _to_device(batch, device: torch.device):
@@ -69,6 +106,24 @@ def _to_device(batch, device: torch.device):
         setattr(batch, name, getattr(batch, name).to(device))
     batch.response_mask = batch.response_mask.float()
     return batch
+
+
+def logprobs_and_update(cfg, po, model, ref_model, optimizer, batch) -> tuple[dict, float, float]:
+    """The step after the rollout, on `batch` (on the model's device): old/ref log-probs,
+    advantages, the update. Returns (actor/* metrics, log-prob seconds, update seconds)."""
+    t0 = time.perf_counter()
+    sort = micro_batches_sorted(cfg, po)
+    micro = micro_batch_size(cfg, sort)
+    fill_logprobs(model, ref_model, batch, micro, sort, old_from_sampler=old_logp_from_sampler(cfg, po))
+    adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
+    t_lp = time.perf_counter()
+    metrics = ppo_update(
+        model, optimizer, po, batch, adv, token_logprobs_and_entropy,
+        num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
+        ppo_epochs=cfg.ppo_epochs, micro_batch_size=micro, sort_micro_batches=sort,
+        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
+    )
+    return metrics, t_lp - t0, time.perf_counter() - t_lp
 
 
 def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: int) -> dict:
@@ -92,15 +147,7 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
                                    **po.member_hp("filtering"))
     t_roll = time.perf_counter()
     batch = _to_device(batch, next(model.parameters()).device)
-    fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, cfg.sort_micro_batches)
-    adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
-    t_lp = time.perf_counter()
-    metrics = ppo_update(
-        model, optimizer, po, batch, adv, token_logprobs_and_entropy,
-        num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
-        ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size, sort_micro_batches=cfg.sort_micro_batches,
-        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
-    )
+    metrics, t_lp, t_update = logprobs_and_update(cfg, po, model, ref_model, optimizer, batch)
     metrics.update(advantage_diagnostics(po, batch))  # GiGPO's step groups, logged for every method
     metrics.update({
         "train/success_rate": fstats["all_success_rate"],
@@ -113,8 +160,8 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
         "filter/tries": float(fstats["tries"]),
         "perf/rollout_seconds": t_roll - t0,
         "perf/env_seconds": sum(s["env_seconds"] for s in tries),
-        "perf/logprob_seconds": t_lp - t_roll,
-        "perf/update_seconds": time.perf_counter() - t_lp,
+        "perf/logprob_seconds": t_lp,
+        "perf/update_seconds": t_update,
     })
     return metrics
 

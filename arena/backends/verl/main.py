@@ -188,7 +188,7 @@ def run_training(cfg, log=print) -> int:
     missing = missing_for_training(cfg)
     if missing:
         return _cannot_start(run, describe_missing(missing, cfg), log)
-    if cfg.sort_micro_batches:  # a work-saving knob of the embedded trainer: no result depends on it
+    if cfg.sort_micro_batches is True:  # a work-saving knob of the embedded trainer: no result depends on it
         log("[train] sort_micro_batches=true is the embedded trainer's; verl's actor forms its own micro-batches "
             "(the same gradient up to float rounding: docs/design.md, Micro-batches by length)")
     from .dataset import dataset_overrides, write_dataset

@@ -1,0 +1,164 @@
+"""One RL step of the embedded trainer, split (rollout, env, log-probs, update), against the
+reference path (the step before the faster one: benchmarks/reference_rl_step.py, today's code
+with its three choices undone) on the SAME rollout batch from the SAME weights and optimizer
+state, in one process.
+
+Per env and budget: a tokenizer and model built from expert demos (arena.bc.train.fresh_model)
+and trained by a short BC (`--bc-steps`, far shorter than a real BC: the policy only has to
+write well-formed replies so that the batch has realistic lengths), ONE rollout batch of the
+trainer's size, then `--repeats` interleaved timings of
+    reference: fill_logprobs (old + entropy forward, ref forward) + ppo_update, contiguous micro-batches
+    new:       the trainer's logprobs_and_update (old_logp from the sampler, sorted micro-batches)
+each from a deepcopy of the model and the optimizer. Prints medians, the ratio new/reference
+(lower is faster), the step's model FLOPs as a fraction of this run's fp32 matmul peak
+(bench_train.py's matmul_peak and FLOP formula), and the equality check: max |d| of old_logp
+and ref_logp over masked tokens, max |d| of the parameters after the update, actor/* side by side.
+
+    python benchmarks/bench_rl_step.py --quick --threads 1 2       # ~2 min
+    python benchmarks/bench_rl_step.py --threads 1                 # sokoban/household/shop default + sokoban learn
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import tempfile
+import time
+
+import torch
+
+from bench_train import matmul_peak, training_flops
+from reference_rl_step import reference_step
+
+from arena.agent.rollout import rollout
+from arena.backends.embedded.trainer import _to_device, logprobs_and_update
+from arena.bc.train import collect_demos, fresh_model, sft
+from arena.config import load_config, resolve_po
+from arena.envs import make
+from arena.envs.base import step_seeds
+from arena.lm.micro_batches import row_lengths
+from arena.lm.sampler import make_policy
+
+CASES = [("sokoban", "default"), ("household", "default"), ("shop", "default"), ("sokoban", "learn")]
+
+
+def case_overrides(env: str, budget: str, quick: bool, results_dir: str) -> list[str]:
+    overrides = [f"env={env}", f"budget={budget}", "seed=0", f"results_dir={results_dir}", "wandb.enabled=false"]
+    return overrides + (["batch_envs=4"] if quick else [])
+
+
+def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: str):
+    """(cfg, po, model, batch, rollout seconds, env seconds) for one env x budget."""
+    cfg = load_config(case_overrides(env, budget, quick, results_dir))
+    t0 = time.perf_counter()
+    pairs, _ = collect_demos(cfg, 64 if quick else 200)
+    model, tok = fresh_model(cfg, pairs)
+    print(f"[{env}:{budget}] {len(pairs)} demo turns ({time.perf_counter() - t0:.0f}s); BC {bc_steps} steps", flush=True)
+    sft(model, tok, pairs, steps=bc_steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size, seed=0, log=lambda *_: None)
+    envs = [make(cfg.env.name, **dict(cfg.env.kwargs)) for _ in range(cfg.batch_envs * cfg.group_size)]
+    policy = make_policy(model, tok, temperature=cfg.temperature, top_p=cfg.top_p,
+                         max_new_tokens=cfg.env.max_new_tokens, seed=1)
+    print(f"[{env}:{budget}] rollout of {cfg.batch_envs} x {cfg.group_size} episodes", flush=True)
+    t0 = time.perf_counter()
+    batch, stats = rollout(envs, step_seeds(cfg.seed, 1, 0, cfg.batch_envs), cfg.group_size, policy,
+                           penalty_coef=cfg.env.penalty_coef, history_length=cfg.env.history_length,
+                           pad_id=tok.pad_token_id, template=cfg.model.prompt_template)
+    t_roll = time.perf_counter() - t0
+    return cfg, resolve_po(cfg), model, _to_device(batch, torch.device("cpu")), t_roll, stats["env_seconds"]
+
+
+def run_path(path: str, cfg, po, model, batch, cfg_new=None):
+    """(model after the update, batch with its log-probs, metrics, log-prob s, update s) on copies."""
+    model = copy.deepcopy(model)
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    batch = copy.copy(batch)
+    if path == "reference":
+        metrics, t_lp, t_up = reference_step(cfg, po, model, ref, opt, batch)
+    else:
+        metrics, t_lp, t_up = logprobs_and_update(cfg_new or cfg, po, model, ref, opt, batch)
+    return model, batch, metrics, t_lp, t_up
+
+
+def max_masked_diff(a, b, mask) -> float:
+    if a is None or b is None:
+        return float("nan") if (a is None) != (b is None) else 0.0
+    return float(((a - b).abs() * mask).max())  # max over masked tokens
+
+
+def equality(cfg, po, model, batch, cfg_new) -> None:
+    m_ref, b_ref, met_ref, _, _ = run_path("reference", cfg, po, model, batch)
+    m_new, b_new, met_new, _, _ = run_path("new", cfg, po, model, batch, cfg_new)
+    mask = batch.response_mask  # [N, T]
+    d_old = max_masked_diff(b_ref.old_logp, b_new.old_logp, mask)
+    d_ref = max_masked_diff(b_ref.ref_logp, b_new.ref_logp, mask)
+    d_par = max(float((p - q).detach().abs().max()) for p, q in zip(m_ref.parameters(), m_new.parameters()))
+    for name, d in (("old_logp", d_old), ("ref_logp", d_ref), ("params after update", d_par)):
+        print(f"  {name:20s} " + ("bit-identical" if d == 0 else f"within float rounding (max |d| = {d:.2e})"))
+    print(f"  {'metric':28s} {'reference':>14s} {'new':>14s}")
+    for k in sorted(met_ref):
+        print(f"  {k:28s} {met_ref[k]:14.6g} {met_new.get(k, float('nan')):14.6g}")
+
+
+def step_flops(model, batch) -> float:
+    """Model FLOPs of the reference's work on real tokens: two no-grad forwards (old, ref) and one
+    forward+backward, = (1/3 + 1/3 + 1) x bench_train.training_flops (forward = 1/3 of it)."""
+    lengths = row_lengths(batch.prompt_mask, batch.response_mask).float()  # [N]
+    return (5 / 3) * training_flops(model, tokens=int(lengths.sum()), seq=float(lengths.mean()))
+
+
+def time_case(cfg, po, model, batch, repeats: int, cfg_new) -> dict[str, list[tuple[float, float]]]:
+    times: dict[str, list[tuple[float, float]]] = {"reference": [], "new": []}
+    run_path("new", cfg, po, model, batch, cfg_new)  # warm-up
+    for _ in range(repeats):
+        for path in times:  # interleaved: background load hits both alike
+            _, _, _, t_lp, t_up = run_path(path, cfg, po, model, batch, cfg_new)
+            times[path].append((t_lp, t_up))
+    return times
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="sokoban+shop default, 4 groups, 2 repeats, short BC")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--bc-steps", type=int, default=150)
+    ap.add_argument("--case", nargs="*", help="env:budget pairs, e.g. sokoban:default shop:default")
+    ap.add_argument("--new", nargs="*", default=[], help="config overrides of the new path only, e.g. micro_batch_size=64")
+    args = ap.parse_args(argv)
+    cases = [tuple(c.split(":")) for c in args.case] if args.case else (CASES[::2] if args.quick else CASES)
+    repeats, bc_steps = (2, 60) if args.quick else (args.repeats, args.bc_steps)
+    ratios: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for env, budget in cases:
+            torch.set_num_threads(1)
+            cfg, po, model, batch, t_roll, t_env = build_case(env, budget, bc_steps, args.quick, tmp)
+            cfg_new = load_config(case_overrides(env, budget, args.quick, tmp) + args.new)
+            n, width = batch.response_mask.shape
+            print(f"\n== {env} budget={budget}{' new path: ' + ' '.join(args.new) if args.new else ''}: {n} turn-samples, reply width {width}, prompt width "
+                  f"{batch.prompt_ids.shape[1]}; rollout {t_roll:.2f}s (env {t_env:.3f}s) at 1 thread")
+            equality(cfg, po, model, batch, cfg_new)
+            for threads in args.threads:
+                torch.set_num_threads(threads)
+                peak = matmul_peak(512 if args.quick else 1024)
+                times = time_case(cfg, po, model, batch, repeats, cfg_new)
+                ref_s = statistics.median(a + b for a, b in times["reference"])
+                ref_lp = statistics.median(a for a, _ in times["reference"])
+                ref_up = statistics.median(b for _, b in times["reference"])
+                new_lp = statistics.median(a for a, _ in times["new"])
+                new_up = statistics.median(b for _, b in times["new"])
+                new_s = statistics.median(a + b for a, b in times["new"])
+                flops = step_flops(model, batch)
+                ratio = new_s / ref_s
+                step_ratio = (t_roll + new_s) / (t_roll + ref_s)
+                ratios[f"{env}:{budget}:{threads}"] = ratio
+                print(f"  threads={threads}: reference log-probs {ref_lp:.3f}s + update {ref_up:.3f}s = {ref_s:.3f}s; new log-probs {new_lp:.3f}s "
+                      f"+ update {new_up:.3f}s = {new_s:.3f}s; ratio new/reference {ratio:.2f} "
+                      f"(with the rollout: {step_ratio:.2f}); step FLOPs / peak: reference "
+                      f"{100 * flops / ref_s / peak:.1f}%, new {100 * flops / new_s / peak:.1f}% "
+                      f"(peak {peak / 1e9:.1f} GFLOP/s)")
+    return ratios
+
+
+if __name__ == "__main__":
+    main()
