@@ -53,7 +53,7 @@ METRICS: Mapping[str, str] = MappingProxyType({
     "perf/step_seconds": "wall seconds of the whole step (rollout, update, eval)",
     "perf/rollout_seconds": "wall seconds of the step's rollouts (all filtering tries)",
     "perf/env_seconds": "wall seconds spent inside environment step/reset calls",
-    "perf/logprob_seconds": "wall seconds recomputing old/ref log-probs and entropies",
+    "perf/logprob_seconds": "wall seconds of the old/ref log-probs (and entropies where the advantage reads them) and the advantages",
     "perf/update_seconds": "wall seconds of the policy update",
     # verl's own names, kept beside the mapped ones in a verl run's rows
     "response_length/mean": "verl: mean response length (mapped to rollout/response_length)",
