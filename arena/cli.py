@@ -68,7 +68,7 @@ def _methods(args: Sequence[str]) -> int:
 
 def _envs(args: Sequence[str]) -> int:
     """`arena envs play env=NAME seed=N` | `arena envs check env=NAME n=100`."""
-    from arena.envs import ENVS, EnvUnavailableError
+    from arena.envs import ENVS, EnvKwargsError, EnvUnavailableError
     from arena.envs import commands
 
     subs = {"play": commands.play, "check": commands.check}
@@ -89,7 +89,7 @@ def _envs(args: Sequence[str]) -> int:
         if args[0] == "play":
             return int(commands.play(env, seed, **env_kwargs) or 0)
         commands.check(env, n, **env_kwargs)
-    except TypeError as exc:  # an unknown env kwarg
+    except (TypeError, EnvKwargsError) as exc:  # an unknown env kwarg, or one of the wrong type
         raise BadInput(f"bad option for env {env!r}: {exc}") from exc
     except EnvUnavailableError as exc:  # e.g. env=alfworld without its package or data
         raise BadInput(str(exc)) from exc

@@ -16,10 +16,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
+from .spec import EnvSpec
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 # ALFWorld's split folders under $ALFWORLD_DATA (alfworld base_config.yaml).
@@ -115,24 +117,34 @@ def resolve_data_dir(data_dir: Optional[str]) -> Path:
     return Path(chosen).expanduser()
 
 
-def check_available(data_dir: Optional[str] = None, train_split: str = "train", **_other_kwargs) -> None:
+@dataclass(frozen=True)
+class AlfworldKwargs:
+    """env.kwargs of alfworld (arena.envs.spec): the one place for their defaults."""
+    max_turns: int = DEFAULT_MAX_TURNS
+    data_dir: Optional[str] = None  # None: $ALFWORLD_DATA
+    train_split: str = "train"
+    eval_split: str = "eval_in_distribution"
+    win_reward: float = 10.0
+
+
+def check_available(kw: AlfworldKwargs) -> None:
     """AlfworldUnavailableError unless the package imports and the data holds playable training
     games (what `arena train|sweep|envs` check before anything runs)."""
-    root = resolve_data_dir(data_dir)
-    if not find_game_files(root, train_split):
-        raise AlfworldUnavailableError(f"no playable {train_split} games under {root}. " + HOW_TO_GET_ALFWORLD)
+    root = resolve_data_dir(kw.data_dir)
+    if not find_game_files(root, kw.train_split):
+        raise AlfworldUnavailableError(f"no playable {kw.train_split} games under {root}. " + HOW_TO_GET_ALFWORLD)
 
 
-def validation_size(**_kwargs) -> int:
+def validation_size(kw: AlfworldKwargs) -> int:
     """No validation split (arena.envs.validation_size): every training seed, BC's validation
     seeds included, plays a training game (module docstring), which BC then says in its log."""
     return 0
 
 
-def eval_size(data_dir: Optional[str] = None, eval_split: str = "eval_in_distribution", **_kwargs) -> int:
+def eval_size(kw: AlfworldKwargs) -> int:
     """Distinct eval games (arena.envs.eval_size): the playable games of the eval split
     (valid_seen has 140 in ALFWorld 2.1.1); eval_seed(i) plays game i mod this."""
-    return len(find_game_files(resolve_data_dir(data_dir), eval_split))
+    return len(find_game_files(resolve_data_dir(kw.data_dir), kw.eval_split))
 
 
 def _start_env(game_path: str):
@@ -153,9 +165,10 @@ class AlfworldEnv:
     name = "alfworld"
     instruction = INSTRUCTION
 
-    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, data_dir: Optional[str] = None,
-                 train_split: str = "train", eval_split: str = "eval_in_distribution",
-                 win_reward: float = 10.0):
+    def __init__(self, **kwargs: Any):
+        kw = AlfworldKwargs(**kwargs)  # the defaults: AlfworldKwargs
+        max_turns, data_dir, train_split, eval_split, win_reward = (kw.max_turns, kw.data_dir, kw.train_split,
+                                                                     kw.eval_split, kw.win_reward)
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.max_turns = int(max_turns)
@@ -206,3 +219,7 @@ class AlfworldEnv:
 
     def expert_action(self) -> Optional[str]:
         return self._require_episode().expert_action()
+
+
+SPEC = EnvSpec(name="alfworld", kwargs=AlfworldKwargs, factory=AlfworldEnv, check_available=check_available,
+               validation_size=validation_size, eval_size=eval_size)

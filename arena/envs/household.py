@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,6 +33,7 @@ from .base import EVAL_SEED_OFFSET, VAL_SEED_OFFSET, EnvUnavailableError
 from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, LARGE_FIRST_EXTRA_TRAIN,
                               LARGE_FIRST_VAL, LARGE_SIZES, MANIFEST_NAME, SPLITS, default_cache_dir,
                               ensure_large_pool, games_folder, large_pool_layout, read_manifest, verified_game)
+from .spec import EnvSpec
 from .textworld_episode import TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
@@ -91,34 +93,48 @@ class BadHouseholdPool(EnvUnavailableError, ValueError):
     """An unknown pool name or large-pool size (the CLI exits 2 and lists the valid values)."""
 
 
-def check_available(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES, n_eval: int = DEFAULT_LARGE_EVAL,
-                    **_other_kwargs) -> None:
+@dataclass(frozen=True)
+class HouseholdKwargs:
+    """env.kwargs of household (arena.envs.spec): the one place for their defaults."""
+    max_turns: int = DEFAULT_MAX_TURNS
+    pool: str = "committed"  # POOLS
+    cache_dir: Optional[str] = None  # the large pool's cache; None: household_games.default_cache_dir()
+    n_large: int = DEFAULT_LARGE_GAMES  # games of the large pool (LARGE_SIZES)
+    n_eval: int = DEFAULT_LARGE_EVAL  # eval games of the large pool (EVAL_SIZES)
+    large_first_seed: int = 1001  # generator seed of the large pool's first game
+    win_reward: float = 10.0
+
+
+def check_available(kw: HouseholdKwargs) -> None:
     """BadHouseholdPool unless `pool`, `n_large` and `n_eval` are valid (cheap: run by `arena
     train|bc|sweep` before anything starts; generating the large pool is left to the first env)."""
-    if pool not in POOLS:
-        raise BadHouseholdPool(f"unknown household pool {pool!r}; valid: {', '.join(POOLS)}")
-    if pool == "large" and n_large not in LARGE_SIZES:
-        raise BadHouseholdPool(f"env.kwargs.n_large={n_large!r} is not a large household pool size; valid: "
+    if kw.pool not in POOLS:
+        raise BadHouseholdPool(f"unknown household pool {kw.pool!r}; valid: {', '.join(POOLS)}")
+    if kw.pool == "large" and kw.n_large not in LARGE_SIZES:
+        raise BadHouseholdPool(f"env.kwargs.n_large={kw.n_large!r} is not a large household pool size; valid: "
                                f"{', '.join(map(str, LARGE_SIZES))} (multiples of 256 from 768)")
-    if pool == "large" and n_eval not in EVAL_SIZES:
-        raise BadHouseholdPool(f"env.kwargs.n_eval={n_eval!r} is not a large household pool's eval size; valid: "
+    if kw.pool == "large" and kw.n_eval not in EVAL_SIZES:
+        raise BadHouseholdPool(f"env.kwargs.n_eval={kw.n_eval!r} is not a large household pool's eval size; valid: "
                                f"{', '.join(map(str, EVAL_SIZES))} (multiples of 256 up to 2048)")
-    if pool == "committed" and n_eval != DEFAULT_LARGE_EVAL:
-        raise BadHouseholdPool(f"env.kwargs.n_eval={n_eval!r} needs env.kwargs.pool=large; the committed pool "
-                               f"has {eval_size()} eval games")
+    if kw.pool == "committed" and kw.n_eval != DEFAULT_LARGE_EVAL:
+        raise BadHouseholdPool(f"env.kwargs.n_eval={kw.n_eval!r} needs env.kwargs.pool=large; the committed pool "
+                               f"has {eval_size(kw)} eval games")
 
 
 # CPU seconds per generated game, one core (docs/testbed.md, "The large pool"): 0.6-1.7 s measured
 GENERATE_SECONDS_PER_GAME = (0.6, 1.7)
 
 
-def first_use_notice(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES, n_eval: int = DEFAULT_LARGE_EVAL,
-                     cache_dir: Optional[str] = None, large_first_seed: int = 1001, **_other_kwargs) -> Optional[str]:
+def _cache(kw: HouseholdKwargs) -> Path:
+    return Path(kw.cache_dir) if kw.cache_dir is not None else default_cache_dir()
+
+
+def first_use_notice(kw: HouseholdKwargs) -> Optional[str]:
     """None unless `pool="large"` is not in the cache yet; then what its first use will generate."""
-    if pool != "large":
+    if kw.pool != "large":
         return None
-    pool_dir, specs = large_pool_layout(Path(cache_dir) if cache_dir is not None else default_cache_dir(),
-                                        n_games=n_large, first_seed=large_first_seed, n_eval=n_eval)
+    pool_dir, specs = large_pool_layout(_cache(kw), n_games=kw.n_large, first_seed=kw.large_first_seed,
+                                        n_eval=kw.n_eval)
     if (pool_dir / MANIFEST_NAME).is_file():
         return None
     low, high = (round(len(specs) * s / 60) for s in GENERATE_SECONDS_PER_GAME)
@@ -126,38 +142,37 @@ def first_use_notice(pool: str = "committed", n_large: int = DEFAULT_LARGE_GAMES
             f"games (~{low}-{high} min of one core, less where another pool's games can be copied), once")
 
 
-def eval_size(pool: str = "committed", n_eval: int = DEFAULT_LARGE_EVAL, **_other_kwargs) -> int:
+def eval_size(kw: HouseholdKwargs) -> int:
     """Distinct eval games (arena.envs.eval_size): eval_seed(i) plays eval game i mod this. The
     committed pool's count is read from its manifest (a small JSON file; nothing is extracted)."""
-    if pool == "committed":
+    if kw.pool == "committed":
         return sum(game["split"] == "eval" for game in read_manifest(COMMITTED_POOL_DIR)["games"])
-    return int(n_eval)
+    return int(kw.n_eval)
 
 
-def validation_size(pool: str = "committed", **_other_kwargs) -> int:
+def validation_size(kw: HouseholdKwargs) -> int:
     """Validation games of the pool (arena.envs.validation_size): the large pool's split
     [LARGE_FIRST_VAL, LARGE_FIRST_EXTRA_TRAIN), 256 games; the committed pool has none (its
     validation seeds play training games, see the module docstring)."""
-    return 0 if pool == "committed" else LARGE_FIRST_EXTRA_TRAIN - LARGE_FIRST_VAL
+    return 0 if kw.pool == "committed" else LARGE_FIRST_EXTRA_TRAIN - LARGE_FIRST_VAL
 
 
 class HouseholdEnv:
     name = "household"
     instruction = INSTRUCTION
 
-    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, pool: str = "committed",
-                 cache_dir: Optional[str] = None, n_large: int = DEFAULT_LARGE_GAMES,
-                 n_eval: int = DEFAULT_LARGE_EVAL, large_first_seed: int = 1001, win_reward: float = 10.0):
-        check_available(pool=pool, n_large=n_large, n_eval=n_eval)
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.max_turns = int(max_turns)
-        self.win_reward = float(win_reward)
-        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        if pool == "committed":
+    def __init__(self, **kwargs: Any):
+        kw = HouseholdKwargs(**kwargs)  # the defaults: HouseholdKwargs
+        check_available(kw)
+        if kw.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {kw.max_turns}")
+        self.max_turns = int(kw.max_turns)
+        self.win_reward = float(kw.win_reward)
+        cache = _cache(kw)
+        if kw.pool == "committed":
             pool_dir = COMMITTED_POOL_DIR
         else:
-            pool_dir = ensure_large_pool(cache, n_games=n_large, first_seed=large_first_seed, n_eval=n_eval)
+            pool_dir = ensure_large_pool(cache, n_games=kw.n_large, first_seed=kw.large_first_seed, n_eval=kw.n_eval)
         manifest = read_manifest(pool_dir)
         self.pool_dir, self.manifest = pool_dir, manifest
         self.games_dir = games_folder(pool_dir, manifest, cache)
@@ -218,3 +233,7 @@ class HouseholdEnv:
         if self._episode is not None:
             release_env(self._game_path, self._episode.tw_env)
         self._episode, self._game_path = None, None
+
+
+SPEC = EnvSpec(name="household", kwargs=HouseholdKwargs, factory=HouseholdEnv, check_available=check_available,
+               validation_size=validation_size, eval_size=eval_size, first_use_notice=first_use_notice)

@@ -12,10 +12,19 @@ that bias alone, at step 0, without any learning.
 from __future__ import annotations
 
 import random
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .spec import EnvSpec
 
 WORDS = ("left", "right", "up", "down")
 CUES = ("a", "b", "c", "d")
+
+
+@dataclass(frozen=True)
+class SanityKwargs:
+    """env.kwargs of sanity (arena.envs.spec): the one place for their defaults."""
+    words: Tuple[str, ...] = WORDS  # 2 to len(CUES) answer words
 
 
 class SanityEnv:
@@ -23,7 +32,8 @@ class SanityEnv:
     max_turns = 1
     instruction = "Reply with the word named in the observation."
 
-    def __init__(self, words: tuple = WORDS):
+    def __init__(self, **kwargs):
+        words = SanityKwargs(**kwargs).words  # the defaults: SanityKwargs
         if not 2 <= len(words) <= len(CUES):
             raise ValueError(f"need 2 to {len(CUES)} words, got {list(words)}")
         self.words = tuple(words)
@@ -46,3 +56,6 @@ class SanityEnv:
 
     def expert_action(self) -> Optional[str]:
         return self._target
+
+
+SPEC = EnvSpec(name="sanity", kwargs=SanityKwargs, factory=SanityEnv)

@@ -17,6 +17,7 @@ Action validity follows the authors' WebShop projection, which checks the format
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET
@@ -26,6 +27,7 @@ from .shop_pages import (BACK, BUY, NEXT, PREV, SEARCH_PAGE, item_buttons, page_
                          parse_action, render_item, render_results, results_buttons)
 from .shop_reward import purchase_score
 from .shop_search import cached_search
+from .spec import EnvSpec
 
 DEFAULT_MAX_TURNS = 15
 NO_OP_PREFIX = "Nothing happens.\n"
@@ -39,17 +41,26 @@ INSTRUCTION = (
 )
 
 
+@dataclass(frozen=True)
+class ShopKwargs:
+    """env.kwargs of shop (arena.envs.spec): the one place for their defaults."""
+    max_turns: int = DEFAULT_MAX_TURNS
+    n_products: int = 3000  # catalogue size
+    catalogue_seed: int = 0
+    win_reward: float = 10.0
+
+
 class ShopEnv:
     name = "shop"
     instruction = INSTRUCTION
 
-    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, n_products: int = 3000, catalogue_seed: int = 0,
-                 win_reward: float = 10.0):
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.max_turns = int(max_turns)
-        self.win_reward = float(win_reward)
-        self.search_engine = cached_search(int(n_products), int(catalogue_seed))
+    def __init__(self, **kwargs: Any):
+        kw = ShopKwargs(**kwargs)  # the defaults: ShopKwargs
+        if kw.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {kw.max_turns}")
+        self.max_turns = int(kw.max_turns)
+        self.win_reward = float(kw.win_reward)
+        self.search_engine = cached_search(int(kw.n_products), int(kw.catalogue_seed))
         self.catalogue = self.search_engine.products
         self.goal: Optional[Goal] = None
 
@@ -147,3 +158,6 @@ class ShopEnv:
         if self.goal is None or self.done:
             return None
         return expert_click(self.page, self.goal, self.results, self.results_page, self.item, self.selected)
+
+
+SPEC = EnvSpec(name="shop", kwargs=ShopKwargs, factory=ShopEnv)

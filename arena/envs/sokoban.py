@@ -12,10 +12,12 @@ The episode also ends (done=True, won=False) after `max_turns` turns.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from .sokoban_gen import generate_room
 from .sokoban_room import ACTIONS, LEGEND, Renderer, Room, direction_offsets, parse_layout
+from .spec import EnvSpec
 from .sokoban_solver import live_cells, plan_states, solve, try_move
 
 
@@ -42,31 +44,35 @@ def _instruction(render_wall: bool) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SokobanKwargs:
+    """env.kwargs of sokoban (arena.envs.spec): the one place for their defaults."""
+    dim: Any = 5  # an int (square) or [rows, cols], outer wall included
+    num_boxes: int = 1
+    depth: int = 40  # reverse-play depth of the room generator
+    max_turns: int = 15
+    render_wall: bool = False
+    step_penalty: float = -0.1
+    box_on_target_reward: float = 1.0
+    box_off_target_penalty: float = -1.0
+    finish_reward: float = 10.0
+
+
 class SokobanEnv:
     name = "sokoban"
 
-    def __init__(
-        self,
-        dim=5,
-        num_boxes: int = 1,
-        depth: int = 40,
-        max_turns: int = 15,
-        render_wall: bool = False,
-        *,
-        step_penalty: float = -0.1,
-        box_on_target_reward: float = 1.0,
-        box_off_target_penalty: float = -1.0,
-        finish_reward: float = 10.0,
-    ):
-        self.rows, self.cols = _room_shape(dim)
-        if int(num_boxes) < 1 or int(depth) < 1 or int(max_turns) < 1:
-            raise ValueError(f"num_boxes, depth and max_turns must be >= 1, got {num_boxes}, {depth}, {max_turns}")
-        self.num_boxes, self.depth, self.max_turns = int(num_boxes), int(depth), int(max_turns)
-        self.render_wall = bool(render_wall)
-        self.step_penalty = float(step_penalty)
-        self.box_on_target_reward = float(box_on_target_reward)
-        self.box_off_target_penalty = float(box_off_target_penalty)
-        self.finish_reward = float(finish_reward)
+    def __init__(self, **kwargs: Any):
+        kw = SokobanKwargs(**kwargs)  # the defaults: SokobanKwargs
+        self.rows, self.cols = _room_shape(kw.dim)
+        if int(kw.num_boxes) < 1 or int(kw.depth) < 1 or int(kw.max_turns) < 1:
+            raise ValueError(f"num_boxes, depth and max_turns must be >= 1, got {kw.num_boxes}, {kw.depth}, "
+                             f"{kw.max_turns}")
+        self.num_boxes, self.depth, self.max_turns = int(kw.num_boxes), int(kw.depth), int(kw.max_turns)
+        self.render_wall = bool(kw.render_wall)
+        self.step_penalty = float(kw.step_penalty)
+        self.box_on_target_reward = float(kw.box_on_target_reward)
+        self.box_off_target_penalty = float(kw.box_off_target_penalty)
+        self.finish_reward = float(kw.finish_reward)
         self.instruction = _instruction(self.render_wall)
         self._fixed_room: Optional[Room] = None  # set by from_layout: reset ignores the seed
         self._room: Optional[Room] = None
@@ -159,3 +165,6 @@ class SokobanEnv:
     def state(self) -> tuple[int, frozenset]:
         """(player, boxes) as padded indices (see sokoban_room)."""
         return self._player, self._boxes
+
+
+SPEC = EnvSpec(name="sokoban", kwargs=SokobanKwargs, factory=SokobanEnv)

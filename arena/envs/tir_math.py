@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Optional
 
 from . import sandbox
 from .base import EnvUnavailableError
 from .math_problems import LEVELS, Problem, generate, load_problems
+from .spec import EnvSpec
 
 PREFIXES = ("python:", "answer:")
 MAX_ANSWER_CHARS = 200  # longer answers are wrong without parsing (bounds math_verify's work)
@@ -105,14 +107,26 @@ def _code_of(action_body: str) -> str:
     return _FENCE.sub("", action_body.strip()).strip("\n")
 
 
-def check_available(sandbox_mode: str = "auto", **_kwargs: Any) -> None:
+@dataclass(frozen=True)
+class TirMathKwargs:
+    """env.kwargs of tir_math (arena.envs.spec): the one place for their defaults."""
+    level: str = "easy"  # math_problems.LEVELS
+    max_turns: int = 4
+    problems_path: Optional[str] = None  # a JSONL of problems instead of generated ones
+    sandbox_timeout: float = 5.0  # seconds per tool call
+    sandbox_mode: str = "auto"  # sandbox.MODES
+    output_chars: int = 400  # tool output shown, at most
+    expert_uses_tool: bool = True
+
+
+def check_available(kw: TirMathKwargs) -> None:
     """EnvUnavailableError with the sandbox's own message when tool code cannot be isolated here
     in `sandbox_mode` (arena.envs.check_available): `arena train/bc/sweep` exit 2 before any
     work instead of failing at the first tool call. Probes the sandbox once per process."""
-    if sandbox_mode not in sandbox.MODES:
-        raise EnvUnavailableError(f"unknown sandbox_mode {sandbox_mode!r}; valid: {', '.join(sandbox.MODES)}")
+    if kw.sandbox_mode not in sandbox.MODES:
+        raise EnvUnavailableError(f"unknown sandbox_mode {kw.sandbox_mode!r}; valid: {', '.join(sandbox.MODES)}")
     try:
-        sandbox.mode_in_force(sandbox_mode)
+        sandbox.mode_in_force(kw.sandbox_mode)
     except sandbox.SandboxUnavailable as exc:
         raise EnvUnavailableError(str(exc)) from exc
 
@@ -120,9 +134,10 @@ def check_available(sandbox_mode: str = "auto", **_kwargs: Any) -> None:
 class TirMathEnv:
     name = "tir_math"
 
-    def __init__(self, level: str = "easy", max_turns: int = 4, problems_path: Optional[str] = None,
-                 sandbox_timeout: float = 5.0, sandbox_mode: str = "auto", output_chars: int = 400,
-                 expert_uses_tool: bool = True):
+    def __init__(self, **kwargs: Any):
+        kw = TirMathKwargs(**kwargs)  # the defaults: TirMathKwargs
+        level, max_turns, problems_path, sandbox_mode = kw.level, kw.max_turns, kw.problems_path, kw.sandbox_mode
+        sandbox_timeout, output_chars, expert_uses_tool = kw.sandbox_timeout, kw.output_chars, kw.expert_uses_tool
         if level not in LEVELS:
             raise ValueError(f"unknown level {level!r}; valid: {', '.join(LEVELS)}")
         if max_turns < 1:
@@ -207,3 +222,6 @@ class TirMathEnv:
 
     def _info(self) -> dict[str, Any]:
         return {"won": self.won, "turn": self.turn, "tool_calls": self.tool_calls}
+
+
+SPEC = EnvSpec(name="tir_math", kwargs=TirMathKwargs, factory=TirMathEnv, check_available=check_available)

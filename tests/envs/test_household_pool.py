@@ -9,7 +9,8 @@ import pytest
 from arena.cli import main
 from arena.envs import eval_seed
 from arena.envs import household_games
-from arena.envs.household import VAL_SEED_OFFSET, BadHouseholdPool, HouseholdEnv, check_available
+from arena.envs import check_available
+from arena.envs.household import VAL_SEED_OFFSET, BadHouseholdPool, HouseholdEnv
 from arena.envs.household_games import (ENTRY_SUFFIX, EXTRA_EVAL_SEED_OFFSET, LARGE_SIZES, MANIFEST_NAME,
                                         RETRY_SEED_STEP, ensure_large_pool, ensure_pool, extra_eval_specs,
                                         large_pool_name, large_pool_specs, pool_specs, read_manifest,
@@ -131,8 +132,8 @@ def test_validation_seeds_play_validation_games(tmp_path):
 
 def test_bad_pool_name_or_size_exits_2_with_the_valid_values(capsys):
     with pytest.raises(BadHouseholdPool, match="1536"):
-        check_available(pool="large", n_large=1000)
-    check_available(pool="committed", n_large=1000)  # the size only matters for the large pool
+        check_available("household", pool="large", n_large=1000)
+    check_available("household", pool="committed", n_large=1000)  # the size only matters for the large pool
     assert main(["envs", "check", "env=household", "pool=huge"]) == 2
     assert "valid: committed, large" in capsys.readouterr().err
     assert main(["envs", "check", "env=household", "pool=large", "n_large=1000"]) == 2
@@ -205,9 +206,9 @@ def test_a_pool_with_extra_eval_games_keeps_every_other_game_and_adds_eval_games
 
 def test_bad_eval_size_exits_2_with_the_valid_values(capsys):
     with pytest.raises(BadHouseholdPool, match="256, 512"):
-        check_available(pool="large", n_eval=300)
+        check_available("household", pool="large", n_eval=300)
     with pytest.raises(BadHouseholdPool, match="needs env.kwargs.pool=large"):
-        check_available(pool="committed", n_eval=512)
+        check_available("household", pool="committed", n_eval=512)
     assert main(["envs", "check", "env=household", "pool=large", "n_eval=300"]) == 2
     assert "valid: 256, 512, 768" in capsys.readouterr().err
 
