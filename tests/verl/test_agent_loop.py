@@ -27,6 +27,8 @@ from arena.backends.verl.fan_out import PAD_KEY, actor_rows, fan_out, turns_from
 from arena.backends.verl.trainer import apply_arena_advantage
 from arena.backends.verl.verl_config import AGENT_LOOP_NAME
 from arena.envs.sokoban import SokobanEnv
+from arena.po.compose import advantage_diagnostics
+from arena.po.compose import resolve as resolve_po_of
 from arena.po.types import FLAG_FIELDS, ID_FIELDS, REWARD_FIELDS
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.protocol import DataProto
@@ -195,13 +197,16 @@ def test_fan_out_rejects_rows_not_grouped_by_uid(generated):
 # inner manager in place of verl's AgentLoopManager. B = 3 groups of n = 2, step 4, filter_key
 # "won", max_gen_batches 3. Fake outcome of trajectory (seed s, member m): won iff s is even and
 # m == 0, so an even seed gives a mixed group (kept) and an odd seed a uniform one (dropped);
-# member m plays 1 + m turns, so a group has 1 + 2 = 3 turn rows. Resampling seeds are
+# member m plays 1 + m turns of 1 + m reply tokens each, so a group has 1 + 2 = 3 turn rows of
+# 1, 2, 2 reply tokens. Resampling seeds are
 # step_seeds(seed, step, try, B), replaced here by [100 * try + i for i in range(B)].
 #   try 0: seeds 10, 11, 12 -> keep 10, 12 (11 uniform); 2 of 3 groups kept
 #   try 1: seeds 100, 101, 102 -> keep 100 (needed 1 more; the list is cut there); done
 #   tries = 2, kept_group_frac = 3 kept / 6 sampled = 0.5
 #   train/success_rate = won over all 12 sampled trajectories = (1 + 0 + 1 + 1 + 0 + 1) / 12 = 1/3
 #   turn rows: 3 groups x 3 = 9; group ids renumbered 0, 1, 2 in keep order
+#   reply lengths [1, 2, 2] x 3: mean 5/3, population variance ((2/3)^2 + 2 (1/3)^2) / 3 = 2/9,
+#   rollout/response_length_std = sqrt(2) / 3
 class FakeAgentLoopManager:
     def __init__(self):
         self.calls = []
@@ -215,7 +220,8 @@ class FakeAgentLoopManager:
             seed, member = loop_module.episode_seed(row), r % 2
             won = seed % 2 == 0 and member == 0
             turns[r] = [dict(anchor_obs=f"seed {seed}", turn_reward=0.0, format_valid=True, action_valid=True,
-                             text="t", prompt_ids=[3, 4], response_ids=[5, 6], logp=[-0.5, -0.5])
+                             text="t", prompt_ids=[3, 4], response_ids=[5, 6][:1 + member],
+                             logp=[-0.5] * (1 + member))
                         for _ in range(1 + member)]
             episodes[r] = dict(seed=seed, episode_return=10.0 if won else -1.0, won=won, errored=False,
                                penalty_coef=0.1, errors=[])
@@ -258,6 +264,7 @@ def test_turn_rollout_manager_drops_uniform_groups_and_resamples_with_new_seeds(
     assert metrics["filter/tries"] == 2.0 and metrics["filter/kept_group_frac"] == 0.5
     assert metrics["rollout/turn_samples"] == 9.0
     assert metrics["train/success_rate"] == 4 / 12
+    assert abs(metrics["rollout/response_length_std"] - 2 ** 0.5 / 3) < 1e-6
 
 
 def test_turn_rollout_manager_passes_validation_through_and_without_filtering_tries_once():
@@ -316,14 +323,18 @@ def test_trainer_subclass_hands_the_actor_one_row_per_turn(generated, tokenizer,
     sent = []
     trainer.actor_rollout_wg = type("WorkerGroup", (), {"update_actor": lambda self, td: sent.append(td)})()
     trainer.arena_advantage, trainer.advantage_hp = "arena_grpo", {"norm_std": False}
+    trainer.po = resolve_po_of({"method": "grpo"})
     trainer.run_writer, trainer.global_steps = None, 1
 
     out, _ = generated
     batch = out.slice(0, len(out))  # the 2 per-prompt rows fit() holds after its union
     batch.meta_info = {TURNS_KEY: turns_from_output(out, group_size=2, pad_id=tokenizer.pad_token_id),
                        METRICS_KEY: {"rollout/turn_samples": 4.0}}
+    turns = batch.meta_info[TURNS_KEY]
     metrics = {}
     trainer._balance_batch(batch, metrics)
+    # the adv/* diagnostics are the composer's, on the step's turn rows (as the embedded trainer logs them)
+    assert {k: v for k, v in metrics.items() if k.startswith("adv/")} == advantage_diagnostics(trainer.po, turns)
     assert len(batch) == 6  # swapped in place: 4 turn rows + 2 pad rows
     assert balanced == [[0, 0, 0], [1, 1, 1]]  # verl balanced each mini-batch alone
     # each mini-batch's rows reversed by the recorder, the mini-batches kept in order

@@ -27,7 +27,9 @@ TIMEOUT_S = 720
 STEP_KEYS = ("train/success_rate", "rollout/format_valid_ratio", "rollout/action_valid_ratio",
              "rollout/response_length", "rollout/turn_samples", "filter/kept_group_frac", "filter/tries",
              "actor/pg_loss", "actor/off_policy_kl", "actor/kl_ref", "actor/entropy", "actor/grad_norm",
-             "actor/updates_per_step", "perf/step_seconds")
+             "actor/updates_per_step", "perf/step_seconds",
+             # what the report's mechanisms table reads (docs/design.md, Report: mechanisms)
+             "rollout/response_length_std", "adv/anchor_repeat_frac", "adv/step_term_nonzero_frac")
 
 
 @pytest.mark.slow

@@ -263,11 +263,30 @@ def test_trainer_kwargs_come_from_the_run_folders_config(tmp_path, ready):
     assert main.run_training(cfg, log=lambda *_: None) == 0
     kw = arena_trainer_kwargs(out)
     po = resolve_po(cfg)
-    assert (kw["filtering"], kw["seed"]) == ("dynamic", 5)
-    assert kw["filter_hp"] == po.member_hp("filtering") and set(kw["filter_hp"]) >= {"filter_key", "max_gen_batches"}
-    assert kw["advantage_hp"] == po.member_hp("advantage") and "gamma" in kw["advantage_hp"]
+    assert kw["po"] == po and kw["seed"] == 5  # one channel: the resolved PO, read from config.yaml
     assert kw["config_yaml"] == (out / "config.yaml").read_text()
     assert kw["run_writer"].cell_id == cell_id(cfg) and kw["run_writer"].total_steps == 3
+
+
+def test_the_trainer_takes_its_members_from_the_resolved_po(monkeypatch):
+    # gigpo_ds: the trainer's filtering, filter hp and advantage hp are the composer's answers for
+    # the resolved PO; an adv_estimator that is not the PO's advantage is refused
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from arena.backends.verl.trainer import ArenaRayPPOTrainer
+    from arena.po.compose import resolve
+
+    monkeypatch.setattr(RayPPOTrainer, "__init__", lambda self, config: setattr(self, "config", config))
+    po = resolve({"method": "gigpo_ds", "hp": {"filter_key": "won", "gamma": 0.9}})
+
+    def verl_config(estimator):
+        return OmegaConf.create({"algorithm": {"adv_estimator": estimator}, "trainer": {"balance_batch": True}})
+    trainer = ArenaRayPPOTrainer(config=verl_config("arena_gigpo"), po=po, seed=5)
+    assert (trainer.filtering, trainer.arena_advantage, trainer.seed) == ("dynamic", "arena_gigpo", 5)
+    assert trainer.filter_hp == po.member_hp("filtering") and trainer.filter_hp["filter_key"] == "won"
+    assert trainer.advantage_hp == po.member_hp("advantage") and trainer.advantage_hp["gamma"] == 0.9
+    with pytest.raises(ValueError, match="not the run's advantage 'gigpo'"):
+        ArenaRayPPOTrainer(config=verl_config("arena_grpo"), po=po)
 
 
 def test_cpu_run_gets_the_cpu_platform_and_verl_settings_everywhere(tmp_path, ready, monkeypatch):

@@ -30,6 +30,11 @@ from .registry import register_once
 PREFIX = "arena_"
 
 
+def estimator_name(advantage: str) -> str:
+    """verl's `algorithm.adv_estimator` of arena's advantage member `advantage`."""
+    return PREFIX + advantage
+
+
 def required_fields(name: str) -> tuple[str, ...]:
     """The TurnBatch fields advantage `name` reads (its `@reads` declaration)."""
     return ADV.reads(name)

@@ -124,6 +124,5 @@ def arena_trainer_kwargs(run_path) -> dict:
     po = resolve_po(cfg)
     writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
                            n_eval=cfg.eval.n, cell_id=cell_id(cfg), tool_sandbox=tool_sandbox)
-    return {"run_writer": writer, "config_yaml": config_yaml, "filtering": po.filtering,
-            "filter_hp": po.member_hp("filtering"), "advantage_hp": po.member_hp("advantage"), "seed": int(cfg.seed),
+    return {"run_writer": writer, "config_yaml": config_yaml, "po": po, "seed": int(cfg.seed),
             "num_mini_batches": int(cfg.ppo_num_mini_batches), "mini_batch_turns": cfg.ppo_mini_batch_size}

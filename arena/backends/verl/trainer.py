@@ -57,11 +57,12 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils.metric import reduce_metrics
 
 from arena.envs.base import step_seeds
+from arena.po.compose import ResolvedPO, advantage_diagnostics
 from arena.po.filtering import collect_groups
 from arena.po.types import TurnBatch
 
 from . import agent_loop  # noqa: F401  (registers "arena_agent" in this process)
-from .advantages import ESTIMATORS, compute_arena_advantage
+from .advantages import ESTIMATORS, compute_arena_advantage, estimator_name
 from .fan_out import PAD_KEY, swap_in, turns_from_output
 from .mini_batches import (MINI_KEY, OneMiniBatchUpdate, merge_update_outputs, mini_batch_layout, rows_by_mini_batch,
                            rows_with_tokens)
@@ -106,6 +107,8 @@ def turn_metrics(turns: TurnBatch, fstats: dict) -> dict[str, float]:
         "rollout/format_valid_ratio": float(turns.format_valid.float().sum()) / n,
         "rollout/action_valid_ratio": float(turns.action_valid.float().sum()) / n,
         "rollout/response_length": float(turns.response_mask.sum()) / n if len(turns) else 0.0,
+        # population SD of the rows' reply lengths (the embedded trainer's definition)
+        "rollout/response_length_std": float(turns.response_mask.sum(-1).float().std(correction=0)) if len(turns) else 0.0,
         "rollout/turn_samples": float(len(turns)),
     }
 
@@ -161,14 +164,20 @@ class TurnRolloutManager:
 
 
 class ArenaRayPPOTrainer(RayPPOTrainer):
-    def __init__(self, *args, run_writer=None, config_yaml: str = "", filtering: str = "none",
-                 filter_hp: Optional[dict] = None, advantage_hp: Optional[dict] = None, seed: int = 0,
+    def __init__(self, *args, po: ResolvedPO, run_writer=None, config_yaml: str = "", seed: int = 0,
                  num_mini_batches: int = 1, mini_batch_turns: Optional[int] = None, **kwargs):
+        """`po`: the run's resolved PO (run_folder.arena_trainer_kwargs); the filtering and
+        advantage members and their hyperparameters come from it, through the composer's API."""
         super().__init__(*args, **kwargs)
         self.num_mini_batches, self.mini_batch_turns = int(num_mini_batches), mini_batch_turns
         name = str(self.config.algorithm.adv_estimator)
         if name not in ESTIMATORS:
             raise ValueError(f"ArenaRayPPOTrainer needs algorithm.adv_estimator in {sorted(ESTIMATORS)}, got {name!r}")
+        if name != estimator_name(po.advantage):
+            raise ValueError(f"algorithm.adv_estimator={name!r} is not the run's advantage {po.advantage!r}; "
+                             f"valid: {estimator_name(po.advantage)!r}")
+        self.po = po
+        filtering, filter_hp, advantage_hp = po.filtering, po.member_hp("filtering"), po.member_hp("advantage")
         if not self.config.trainer.balance_batch:
             raise ValueError("ArenaRayPPOTrainer needs trainer.balance_batch=true (the per-turn rows are swapped in "
                              "in _balance_batch); valid: true")
@@ -201,6 +210,7 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
                                    mini_batch_turns=self.mini_batch_turns, unit=self.row_unit())
         swap_in(batch, turns, layout=layout)
         metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
+        metrics.update(advantage_diagnostics(self.po, turns))  # GiGPO's step groups, logged for every method
         metrics["rollout/pad_rows"] = float(batch.non_tensor_batch[PAD_KEY].sum())
         epochs = int(self.config.actor_rollout_ref.actor.ppo_epochs)
         metrics["actor/updates_per_step"] = float(len(layout) * epochs)

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from .advantages import estimator_name
 from .agg_modes import VERL_AGG_MODE
 
 from .policy_export import HF_SAVE_CONTENTS, RESUME_LOAD_CONTENTS
@@ -108,7 +109,7 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         actor + "loss_agg_mode": VERL_AGG_MODE[po.aggregation],
         # the PG members and all their explicit hyperparameters, from the members' signatures
         actor + "policy_loss": ArenaPolicyLossConfig.section(po),
-        "algorithm.adv_estimator": f"arena_{po.advantage}",
+        "algorithm.adv_estimator": estimator_name(po.advantage),
         "algorithm.use_kl_in_reward": False,
         "trainer.logger": ["console", "wandb"],
         "trainer.project_name": cfg.wandb.project,
