@@ -167,15 +167,13 @@ class AlfworldEnv:
 
     def __init__(self, **kwargs: Any):
         kw = AlfworldKwargs(**kwargs)  # the defaults: AlfworldKwargs
-        max_turns, data_dir, train_split, eval_split, win_reward = (kw.max_turns, kw.data_dir, kw.train_split,
-                                                                     kw.eval_split, kw.win_reward)
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.max_turns = int(max_turns)
-        self.win_reward = float(win_reward)
-        self.data_dir = resolve_data_dir(data_dir)
-        self.games = {"train": find_game_files(self.data_dir, train_split),
-                      "eval": find_game_files(self.data_dir, eval_split)}
+        if kw.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {kw.max_turns}")
+        self.max_turns = int(kw.max_turns)
+        self.win_reward = float(kw.win_reward)
+        self.data_dir = resolve_data_dir(kw.data_dir)
+        self.games = {"train": find_game_files(self.data_dir, kw.train_split),
+                      "eval": find_game_files(self.data_dir, kw.eval_split)}
         for role, files in self.games.items():
             if not files:
                 raise AlfworldUnavailableError(f"no playable {role} games under {self.data_dir}. "

@@ -1,5 +1,9 @@
 """Game pools for the household task: generation (offline) and loading.
 
+(Over 400 lines, kept whole: generation writes each game's digests and verification regenerates
+a bad game through the same generator and pool lock, so the two halves call each other; split
+apart they would import each other. The one seam is the digest helpers at the bottom.)
+
 A pool is a folder holding `manifest.json` and the games. The committed pool
 (`arena/envs/games/household/`) stores every game's `.z8` story and `.json` state file in one
 solid `games.tar.xz`: the compiled stories share the Inform 7 library, so one solid archive is

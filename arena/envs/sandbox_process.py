@@ -2,6 +2,9 @@
 under the plan's namespaces, read its capped output until it ends or times out, then kill
 everything it started and remove what it left (work dir; for a pool uid its processes and
 SysV IPC objects). docs/sandbox.md, "Layers", describes each step.
+
+(Over 400 lines, kept whole: every helper here serves the one call and its clean-up, in the
+order docs/sandbox.md gives; the security review reads it as one piece.)
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from typing import Any, Optional, Sequence
 
 from .sokoban_gen import generate_room
 from .sokoban_room import ACTIONS, LEGEND, Renderer, Room, direction_offsets, parse_layout
-from .spec import EnvSpec
 from .sokoban_solver import live_cells, plan_states, solve, try_move
+from .spec import EnvSpec
 
 
 def _room_shape(dim) -> tuple[int, int]:

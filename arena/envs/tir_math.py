@@ -136,18 +136,16 @@ class TirMathEnv:
 
     def __init__(self, **kwargs: Any):
         kw = TirMathKwargs(**kwargs)  # the defaults: TirMathKwargs
-        level, max_turns, problems_path, sandbox_mode = kw.level, kw.max_turns, kw.problems_path, kw.sandbox_mode
-        sandbox_timeout, output_chars, expert_uses_tool = kw.sandbox_timeout, kw.output_chars, kw.expert_uses_tool
-        if level not in LEVELS:
-            raise ValueError(f"unknown level {level!r}; valid: {', '.join(LEVELS)}")
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if sandbox_mode not in sandbox.MODES:
-            raise ValueError(f"unknown sandbox_mode {sandbox_mode!r}; valid: {', '.join(sandbox.MODES)}")
-        self.level, self.max_turns = level, int(max_turns)
-        self.problems = load_problems(problems_path) if problems_path else None
-        self.sandbox_timeout, self.sandbox_mode = float(sandbox_timeout), sandbox_mode
-        self.output_chars, self.expert_uses_tool = int(output_chars), bool(expert_uses_tool)
+        if kw.level not in LEVELS:
+            raise ValueError(f"unknown level {kw.level!r}; valid: {', '.join(LEVELS)}")
+        if kw.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {kw.max_turns}")
+        if kw.sandbox_mode not in sandbox.MODES:
+            raise ValueError(f"unknown sandbox_mode {kw.sandbox_mode!r}; valid: {', '.join(sandbox.MODES)}")
+        self.level, self.max_turns = kw.level, int(kw.max_turns)
+        self.problems = load_problems(kw.problems_path) if kw.problems_path else None
+        self.sandbox_timeout, self.sandbox_mode = float(kw.sandbox_timeout), kw.sandbox_mode
+        self.output_chars, self.expert_uses_tool = int(kw.output_chars), bool(kw.expert_uses_tool)
         self.instruction = (
             "You are solving a math problem and may use a Python interpreter. Each turn, take "
             "exactly one action: `python: CODE` runs CODE (only what it prints is returned to "

@@ -176,15 +176,14 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         if name != estimator_name(po.advantage):
             raise ValueError(f"algorithm.adv_estimator={name!r} is not the run's advantage {po.advantage!r}; "
                              f"valid: {estimator_name(po.advantage)!r}")
-        self.po = po
-        filtering, filter_hp, advantage_hp = po.filtering, po.member_hp("filtering"), po.member_hp("advantage")
         if not self.config.trainer.balance_batch:
             raise ValueError("ArenaRayPPOTrainer needs trainer.balance_batch=true (the per-turn rows are swapped in "
                              "in _balance_batch); valid: true")
-        self.arena_advantage, self.advantage_hp = name, dict(advantage_hp or {})
+        self.po = po
+        self.arena_advantage, self.advantage_hp = name, po.member_hp("advantage")
         with open_dict(self.config.algorithm):
             self.config.algorithm.adv_estimator = DEFERRED
-        self.filtering, self.filter_hp, self.seed = filtering, dict(filter_hp or {}), int(seed)
+        self.filtering, self.filter_hp, self.seed = po.filtering, po.member_hp("filtering"), int(seed)
         self.run_writer, self.config_yaml = run_writer, config_yaml
         self._save_due = False  # verl asked for a checkpoint that waits for the step's row
 
