@@ -52,8 +52,6 @@ DIMENSIONS: dict[str, Registry] = {
 }
 AGG_NORMS = ("global", "per_microbatch")
 PO_KEYS = ("method", *DIMENSIONS, "agg_norm", "hp")
-# The members that enter the policy-gradient term.
-PG_DIMENSIONS = ("aggregation", "clipping", "seq_mask")
 # The fields of a ResolvedPO as plain data (`to_dict` / `from_dict`), in declaration order.
 PO_FIELDS = ("method", "group", *DIMENSIONS, "agg_norm", "hp")
 

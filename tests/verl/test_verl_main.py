@@ -287,7 +287,8 @@ def test_the_trainer_takes_its_members_from_the_resolved_po(monkeypatch):
         return OmegaConf.create({"algorithm": {"adv_estimator": estimator}, "trainer": {"balance_batch": True},
                                  "actor_rollout_ref": {"actor": {"policy_loss": ArenaPolicyLossConfig.section(run_po)}}})
     trainer = ArenaRayPPOTrainer(config=verl_config("arena_gigpo"), seed=5)
-    assert trainer.po == po and (trainer.po.filtering, trainer.arena_advantage, trainer.seed) == ("dynamic", "arena_gigpo", 5)
+    assert trainer.po == po
+    assert (trainer.po.filtering, trainer.arena_advantage, trainer.seed) == ("dynamic", "arena_gigpo", 5)
     assert trainer.po.member_hp("filtering")["filter_key"] == "won"
     assert trainer.advantage_hp == po.member_hp("advantage") and trainer.advantage_hp["gamma"] == 0.9
     with pytest.raises(ValueError, match="not the run's advantage 'gigpo'"):
