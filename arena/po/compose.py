@@ -20,11 +20,19 @@ The objective, per micro-batch (docs/methods.md §6):
 where s = 1 under `agg_norm=global` (norm = the mini-batch's counts, taken before the sequence
 mask, so micro-batch values add up to the mini-batch value) and s = 1/micro_batches under
 `agg_norm=per_microbatch` (the authors' mean of micro-batch means; norm is ignored).
+
+What a backend needs, exported here so that no backend names a member (docs/design.md, Floors):
+  per row      `compute_advantages(po, batch)`; `po.advantage_reads()` (the fields it reads)
+  per batch    `policy_loss` / `objective`; `po.global_norm`, `po.micro_batch_scale(k)`
+  per step     `collect_step_groups(po, rollout, ...)` (filtering with resampling tries);
+               `advantage_diagnostics(po, batch)`
+  transport    `po.to_dict()` / `ResolvedPO.from_dict(d)`: the whole resolved PO as plain data
+               (the verl backend carries it in its loss config section).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import torch
 
@@ -32,7 +40,7 @@ from .advantages import ADV
 from .advantages_gigpo import anchor_repeat_stats, step_term_stats
 from .aggregation import AGG, AggNorm
 from .clipping import CLIP, SEQ_MASK
-from .filtering import FILTER
+from .filtering import FILTER, collect_groups
 from .kl import kl_k3
 from .members import Registry
 from .methods import METHODS
@@ -44,8 +52,8 @@ DIMENSIONS: dict[str, Registry] = {
 }
 AGG_NORMS = ("global", "per_microbatch")
 PO_KEYS = ("method", *DIMENSIONS, "agg_norm", "hp")
-# The members that enter the policy-gradient term (what the verl policy-loss config carries).
-PG_DIMENSIONS = ("aggregation", "clipping", "seq_mask")
+# The fields of a ResolvedPO as plain data (`to_dict` / `from_dict`), in declaration order.
+PO_FIELDS = ("method", "group", *DIMENSIONS, "agg_norm", "hp")
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,47 @@ class ResolvedPO:
         out["po.seq_mask_delta"] = self.seq_mask_delta
         out.update({f"po.hp.{k}": v for k, v in self.effective_hp().items()})
         return out
+
+    @property
+    def global_norm(self) -> bool:
+        """True when every aggregation divides by the mini-batch's counts (`agg_norm=global`):
+        micro-batch losses then add up to the mini-batch loss, whatever rows share a micro-batch."""
+        return self.agg_norm == "global"
+
+    def micro_batch_scale(self, micro_batches: int) -> float:
+        """s of the objective (module docstring): 1 under agg_norm=global, 1/micro_batches under
+        per_microbatch (the mean of the micro-batch means)."""
+        return 1.0 if self.global_norm else 1.0 / micro_batches
+
+    def advantage_reads(self) -> tuple[str, ...]:
+        """The per-turn fields the chosen advantage reads (its `@reads`), e.g. `entropy` for EMPG."""
+        return ADV.reads(self.advantage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole resolved PO as plain data (PO_FIELDS; `hp` a plain dict): `from_dict`
+        gives back an equal ResolvedPO."""
+        out = {k: getattr(self, k) for k in PO_FIELDS}
+        out["hp"] = dict(self.hp)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ResolvedPO":
+        """The ResolvedPO of `to_dict()`'s output (any Mapping, e.g. an OmegaConf node). Every key of
+        PO_FIELDS is required and no other is taken; members, agg_norm and hp are checked as in
+        `resolve`. ValueError naming what is wrong and what is valid."""
+        missing, unknown = sorted(set(PO_FIELDS) - set(data)), sorted(set(data) - set(PO_FIELDS))
+        if missing or unknown:
+            raise ValueError(f"a resolved PO needs exactly the keys {', '.join(PO_FIELDS)}; "
+                             f"missing {missing}, unknown {unknown}")
+        members = {dim: str(data[dim]) for dim in DIMENSIONS}
+        for dim, name in members.items():
+            DIMENSIONS[dim].member(name)  # raises, listing the valid names
+        if data["agg_norm"] not in AGG_NORMS:
+            raise ValueError(f"unknown agg_norm {data['agg_norm']!r}; valid: {', '.join(AGG_NORMS)}")
+        hp = {str(k): v for k, v in dict(data["hp"] or {}).items()}
+        check_hp(members, hp)
+        return cls(method=data["method"], group=data["group"], agg_norm=str(data["agg_norm"]),
+                   hp=dict(sorted(hp.items())), **members)
 
 
 def check_hp(members: Mapping[str, str], hp: Mapping[str, Any]) -> None:
@@ -174,8 +223,8 @@ def policy_loss(
     """The policy-gradient term alone (verl adds KL and entropy itself), plus its metrics."""
     mask_pg = SEQ_MASK[po.seq_mask](logp, old_logp, adv, mask, **po.member_hp("seq_mask"))  # [B, T]
     loss_tok, clip_metrics = CLIP[po.clipping](logp, old_logp, adv, mask_pg, **po.member_hp("clipping"))  # [B, T]
-    agg_norm = norm if po.agg_norm == "global" else None
-    if po.agg_norm == "global" and agg_norm is None:
+    agg_norm = norm if po.global_norm else None
+    if po.global_norm and agg_norm is None:
         agg_norm = AggNorm.of(mask)  # the micro-batch is the whole mini-batch
     pg = AGG[po.aggregation](loss_tok, mask_pg, norm=agg_norm)  # scalar
     with torch.no_grad():
@@ -204,12 +253,12 @@ def objective(
     """PG + kl_coef*KL - entropy_coef*H for one micro-batch (module docstring)."""
     _check_same_shape(logp=logp, old_logp=old_logp, adv=adv, mask=mask, ref_logp=ref_logp, entropy=entropy)
     pg, metrics = policy_loss(po, logp, old_logp, adv, mask, norm=norm)
-    agg_norm = (norm or AggNorm.of(mask)) if po.agg_norm == "global" else None
+    agg_norm = (norm or AggNorm.of(mask)) if po.global_norm else None
     aggregate = AGG[po.aggregation]
     zero = logp.new_zeros(())
     kl = aggregate(kl_k3(logp, ref_logp), mask, norm=agg_norm) if ref_logp is not None else zero  # scalar
     ent = aggregate(entropy, mask, norm=agg_norm) if entropy is not None else zero  # scalar
-    scale = 1.0 / micro_batches if po.agg_norm == "per_microbatch" else 1.0
+    scale = po.micro_batch_scale(micro_batches)
     total = scale * (pg + kl_coef * kl - entropy_coef * ent)  # scalar
     with torch.no_grad():
         if ref_logp is not None:
@@ -225,6 +274,13 @@ def _check_same_shape(**tensors: Optional[torch.Tensor]) -> None:
         raise ValueError(f"all loss inputs must have the same [B, T] shape; got {shapes}")
     if any(len(s) != 2 for s in shapes.values()):
         raise ValueError(f"loss inputs must be 2-D [B, T]; got {shapes}")
+
+
+def collect_step_groups(po: ResolvedPO, rollout: Callable[[int], Any], *, needed_groups: int,
+                        step: int) -> tuple[Any, dict]:
+    """A step's kept groups: `filtering.collect_groups` with the chosen filtering member and its
+    explicit hyperparameters (resampling tries, cold start and stats as documented there)."""
+    return collect_groups(rollout, po.filtering, needed_groups=needed_groups, step=step, **po.member_hp("filtering"))
 
 
 def compute_advantages(po: ResolvedPO, batch) -> torch.Tensor:

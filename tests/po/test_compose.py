@@ -4,7 +4,7 @@ import torch
 
 from arena.po import ADV, AGG, CLIP, FILTER, METHODS, SEQ_MASK, seq_mask  # the documented import surface
 from arena.po.aggregation import AggNorm
-from arena.po.compose import objective, policy_loss, resolve
+from arena.po.compose import PO_FIELDS, ResolvedPO, collect_step_groups, objective, policy_loss, resolve
 
 # The paper's table, dimension by dimension (docs/methods.md, Presets). Written out independently of
 # methods.py so that a silent change of a preset fails here.
@@ -181,3 +181,56 @@ def test_shape_mismatch_is_a_clear_error():
     logp, mask, adv = _toy()
     with pytest.raises(ValueError, match="same"):
         objective(resolve({"method": "grpo"}), logp, logp.detach(), adv[:1], mask)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_a_resolved_po_round_trips_as_plain_data(name):
+    # what the verl backend carries in its loss config: every field, and back to an equal object
+    po = resolve({"method": name, "agg_norm": "per_microbatch"})
+    data = po.to_dict()
+    assert set(data) == set(PO_FIELDS) and type(data["hp"]) is dict
+    assert data["filtering"] == EXPECTED[name][3] and data["advantage"] == EXPECTED[name][4]
+    assert ResolvedPO.from_dict(data) == po
+
+
+def test_from_dict_refuses_what_resolve_refuses():
+    good = resolve({"method": "gigpo_ds"}).to_dict()
+    with pytest.raises(ValueError, match=r"missing \['advantage'\], unknown \[\]"):
+        ResolvedPO.from_dict({k: v for k, v in good.items() if k != "advantage"})
+    with pytest.raises(ValueError, match="unknown filtering 'dyn'; valid: dynamic, none"):
+        ResolvedPO.from_dict({**good, "filtering": "dyn"})
+    with pytest.raises(ValueError, match="unknown agg_norm 'local'; valid: global, per_microbatch"):
+        ResolvedPO.from_dict({**good, "agg_norm": "local"})
+    # GiGPO's gamma with the advantage swapped to grpo: no member takes it
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['gamma', 'mode', 'step_w'\]"):
+        ResolvedPO.from_dict({**good, "advantage": "grpo"})
+
+
+def test_what_the_backends_ask_the_composer():
+    # agg_norm=global: micro-batch losses add up (scale 1); per_microbatch: mean of 4 -> 1/4
+    assert resolve({"method": "grpo"}).global_norm and resolve({"method": "grpo"}).micro_batch_scale(4) == 1.0
+    local = resolve({"method": "grpo", "agg_norm": "per_microbatch"})
+    assert not local.global_norm and local.micro_batch_scale(4) == 0.25
+    # EMPG reads the old policy's entropy (docs/methods.md §4.3); GRPO does not
+    assert "entropy" in resolve({"method": "empg"}).advantage_reads()
+    assert "entropy" not in resolve({"method": "grpo"}).advantage_reads()
+
+
+def test_collect_step_groups_runs_the_chosen_filter_with_its_hp():
+    # one group of two trajectories, both won (a uniform group): dynamic filtering drops it on
+    # every try, so grpo_ds with max_gen_batches=2 makes 2 tries; grpo (filtering none) makes 1
+    from arena.po.types import make_batch
+
+    calls = []
+
+    def rollout(try_idx):
+        calls.append(try_idx)
+        return make_batch(group_id=[0, 0], traj_id=[0, 1], turn_idx=[0, 0], turn_reward=[1.0, 1.0],
+                          episode_return=[1.0, 1.0], score=[1.0, 1.0], format_valid=[True] * 2,
+                          action_valid=[True] * 2, won=[True, True])
+    dynamic = resolve({"method": "grpo_ds", "hp": {"max_gen_batches": 2}})
+    _, stats = collect_step_groups(dynamic, rollout, needed_groups=1, step=1)
+    assert calls == [0, 1] and stats["tries"] == 2
+    calls.clear()
+    _, stats = collect_step_groups(resolve({"method": "grpo"}), rollout, needed_groups=1, step=1)
+    assert calls == [0] and stats["tries"] == 1 and stats["kept_group_frac"] == 1.0

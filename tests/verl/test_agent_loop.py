@@ -246,9 +246,8 @@ def test_turn_rollout_manager_drops_uniform_groups_and_resamples_with_new_seeds(
         return [100 * try_idx + i for i in range(count)]
     monkeypatch.setattr(trainer_module, "step_seeds", fake_step_seeds)
     inner = FakeAgentLoopManager()
-    manager = trainer_module.TurnRolloutManager(
-        inner, group_size=2, pad_id=0, filtering="dynamic", seed=7,
-        filter_hp={"filter_key": "won", "max_gen_batches": 3, "cold_start_steps": 0})
+    po = resolve_po_of({"method": "grpo_ds", "hp": {"filter_key": "won", "max_gen_batches": 3, "cold_start_steps": 0}})
+    manager = trainer_module.TurnRolloutManager(inner, group_size=2, pad_id=0, po=po, seed=7)
     out = manager.generate_sequences(_gen_batch([10, 11, 12]))
     assert len(inner.calls) == 2 and seed_calls == [(7, 4, 1, 3)]
     assert [loop_module.episode_seed(r) for r in inner.calls[0]] == [10, 10, 11, 11, 12, 12]
@@ -271,12 +270,13 @@ def test_turn_rollout_manager_passes_validation_through_and_without_filtering_tr
     from arena.backends.verl.trainer import METRICS_KEY, TURNS_KEY, TurnRolloutManager
 
     inner = FakeAgentLoopManager()
-    manager = TurnRolloutManager(inner, group_size=2, pad_id=0, filtering="dynamic",
-                                 filter_hp={"filter_key": "won", "max_gen_batches": 3, "cold_start_steps": 0})
+    dynamic = resolve_po_of({"method": "grpo_ds", "hp": {"filter_key": "won", "max_gen_batches": 3,
+                                                         "cold_start_steps": 0}})
+    manager = TurnRolloutManager(inner, group_size=2, pad_id=0, po=dynamic)
     out = manager.generate_sequences(_gen_batch([11, 13], validate=True))
     assert len(inner.calls) == 1 and TURNS_KEY not in out.meta_info  # validation: per-prompt output as is
     # filtering "none": one try; the uniform groups 11 and 13 are kept (2 groups x 3 rows)
-    plain = TurnRolloutManager(FakeAgentLoopManager(), group_size=2, pad_id=0, filtering="none")
+    plain = TurnRolloutManager(FakeAgentLoopManager(), group_size=2, pad_id=0, po=resolve_po_of({"method": "grpo"}))
     out = plain.generate_sequences(_gen_batch([11, 13]))
     assert len(plain.inner.calls) == 1 and len(out.meta_info[TURNS_KEY]) == 6
     metrics = out.meta_info[METRICS_KEY]

@@ -26,6 +26,7 @@ from arena.lm.tokenizer import build_tokenizer  # noqa: E402
 from arena.backends.verl.dataproto import to_dataproto  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
 from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
+from arena.po.compose import ResolvedPO  # noqa: E402
 from arena.po.types import make_batch  # noqa: E402
 
 from .engine_helpers import (  # noqa: E402
@@ -69,7 +70,8 @@ def _engine(ckpt_path: str, *, aggregation: str = "token_mean", entropy_coeff: f
     fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
     actor = FSDPActorConfig(
         strategy="fsdp2", rollout_n=1, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2,
-        policy_loss=ArenaPolicyLossConfig(clipping="ppo", aggregation=aggregation),
+        policy_loss=ArenaPolicyLossConfig.of(
+            ResolvedPO(None, None, aggregation, "ppo", "none", "none", "grpo", "global", {})),
         loss_agg_mode=VERL_AGG_MODE[aggregation], use_kl_loss=True, kl_loss_coef=KL_COEF, kl_loss_type="low_var_kl",
         entropy_coeff=entropy_coeff,
         use_torch_compile=False,

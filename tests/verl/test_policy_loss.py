@@ -13,7 +13,7 @@ from verl.workers.config import ActorConfig  # noqa: E402
 from arena.backends.verl import policy_loss as vpl  # noqa: E402
 from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
 from arena.po.aggregation import AGG, AggNorm  # noqa: E402
-from arena.po.compose import ResolvedPO, policy_loss  # noqa: E402
+from arena.po.compose import ResolvedPO, policy_loss, resolve  # noqa: E402
 from arena.po.kl import kl_k3  # noqa: E402
 
 
@@ -73,13 +73,13 @@ def test_verl_call_equals_arena_value_and_grad(clip, agg, delta):
     info = {"dp_size": 2, "batch_num_tokens": 16, "global_batch_size": 6, "loss_scale_factor": 6}
     # delta None = mask off; else the neg_adv_kl member with its own hyperparameter
     mask_member, mask_hp = ("none", {}) if delta is None else ("neg_adv_kl", {"seq_mask_delta": delta})
-    settings = vpl.ArenaPolicyLossConfig(clipping=name, aggregation=agg, seq_mask=mask_member, hp={**hp, **mask_hp})
+    po = ResolvedPO(None, None, agg, name, mask_member, "none", "grpo", "global", {**hp, **mask_hp})
+    settings = vpl.ArenaPolicyLossConfig.of(po)
     fn = get_policy_loss_fn("arena")
     pg_verl, metrics = fn(old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask,
                           loss_agg_mode=VERL_AGG_MODE[agg], config=_actor(settings, VERL_AGG_MODE[agg], info),
                           rollout_is_weights=None)
     (grad_verl,) = torch.autograd.grad(pg_verl, logp)
-    po = ResolvedPO(None, None, agg, name, mask_member, "none", "grpo", "global", {**hp, **mask_hp})
     pg_arena, arena_metrics = policy_loss(po, logp, old, adv, mask.double(), norm=AggNorm(8.0, 3.0, 6.0))
     (grad_arena,) = torch.autograd.grad(pg_arena, logp)
     # float64; only the order of x/(n/d) vs x/n*d differs: a few ulp
@@ -103,7 +103,8 @@ def test_sequence_mask_rejects_a_row():
     old, logp, adv, mask = _inputs()
     logp = logp.detach().clone()
     logp[1] = old[1] - 0.01
-    settings = vpl.ArenaPolicyLossConfig(clipping="cispo", seq_mask="neg_adv_kl", hp={"seq_mask_delta": 3e-3})
+    settings = vpl.ArenaPolicyLossConfig.of(resolve({"clipping": "cispo", "seq_mask": "neg_adv_kl",
+                                                     "hp": {"seq_mask_delta": 3e-3}}))
     _, metrics = vpl.arena_policy_loss(old, logp, adv, mask, "token-mean", _actor(settings, "token-mean", {}))
     assert metrics["actor/masked_seqs"] >= 1.0
 
@@ -135,16 +136,22 @@ def test_kl_by_hand():
 
 
 def test_bad_settings_list_valid_names():
+    good = resolve({"method": "grpo"}).to_dict()
     with pytest.raises(ValueError, match="valid: cispo, gspo, ppo, sapo"):
-        vpl.ArenaPolicyLossConfig(clipping="nope")
+        vpl.ArenaPolicyLossConfig(po={**good, "clipping": "nope"})
     with pytest.raises(ValueError, match="valid: global"):
-        vpl.ArenaPolicyLossConfig(agg_norm="per_microbatch")
+        vpl.ArenaPolicyLossConfig(po={**good, "agg_norm": "per_microbatch"})
     with pytest.raises(ValueError, match="unknown seq_mask 'kl'; valid: neg_adv_kl, none"):
-        vpl.ArenaPolicyLossConfig(seq_mask="kl")
-    # a hyperparameter no PG member takes raises (it would otherwise be ignored)
+        vpl.ArenaPolicyLossConfig(po={**good, "seq_mask": "kl"})
+    # a hyperparameter no member takes raises (it would otherwise be ignored)
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['tau_pos'\] for aggregation=token_mean, clipping=ppo"):
-        vpl.ArenaPolicyLossConfig(clipping="ppo", hp={"tau_pos": 1.0})
+        vpl.ArenaPolicyLossConfig(po={**good, "hp": {"tau_pos": 1.0}})
+    # no PO, or one missing a member: an error naming the keys, never a made-up member
+    with pytest.raises(ValueError, match=r"missing \['advantage', 'agg_norm'.*'seq_mask'\]"):
+        vpl.ArenaPolicyLossConfig()
+    with pytest.raises(ValueError, match=r"missing \['filtering'\], unknown \['filter'\]"):
+        vpl.ArenaPolicyLossConfig(po={**{k: v for k, v in good.items() if k != "filtering"}, "filter": "none"})
     old, logp, adv, mask = _inputs()
-    cfg = _actor(vpl.ArenaPolicyLossConfig(aggregation="seq_mean_token_mean"), "token-mean", {})
+    cfg = _actor(vpl.ArenaPolicyLossConfig.of(resolve({"aggregation": "seq_mean_token_mean"})), "token-mean", {})
     with pytest.raises(ValueError, match="'seq-mean-token-mean'"):
         vpl.arena_policy_loss(old, logp, adv, mask, "token-mean", cfg)

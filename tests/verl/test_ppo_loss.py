@@ -52,7 +52,8 @@ def test_ppo_loss_with_arena_equals_objective(agg, clip):
     # this rank's micro-batch is half of a dp=2 mini-batch: 2*9 tokens, 2*3 sequences
     tu.assign_non_tensor(data, dp_size=2, batch_num_tokens=18, global_batch_size=6)
     actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=3,
-                        policy_loss=ArenaPolicyLossConfig(clipping=clip, aggregation=agg),
+                        policy_loss=ArenaPolicyLossConfig.of(ResolvedPO(None, None, agg, clip, "none", "none", "grpo",
+                                                                        "global", {})),
                         loss_agg_mode=VERL_AGG_MODE[agg], use_kl_loss=True, kl_loss_coef=0.01,
                         kl_loss_type="low_var_kl", entropy_coeff=0.02, loss_scale_factor=4)
     total, metrics = ppo_loss(actor, {"log_probs": flat, "entropy": flat_ent}, data)

@@ -101,9 +101,10 @@ def test_verl_config_path(throwaway):
     verl_cfg = build_verl_config(cfg)
     actor = validate(verl_cfg)["actor"]
     loss_cfg = actor.policy_loss
-    # the new hyperparameter reached verl's config without any edit of the adapter
-    assert isinstance(loss_cfg, ArenaPolicyLossConfig) and loss_cfg.clipping == "scaled_pg"
-    assert dict(loss_cfg.hp) == {"beta": 0.5}
+    # the new members and hyperparameters reached verl's config without any edit of the adapter
+    assert isinstance(loss_cfg, ArenaPolicyLossConfig) and loss_cfg.resolved() == resolve_po(cfg)
+    assert (loss_cfg.po["clipping"], loss_cfg.po["advantage"]) == ("scaled_pg", "shifted")
+    assert loss_cfg.po["hp"] == {"beta": 0.5, "shift": 0.25}
     assert verl_cfg.algorithm.adv_estimator == "arena_shifted"
 
     # verl's policy-loss call gives the same 0.4 as the embedded objective (one rank, local counts)
@@ -123,15 +124,17 @@ def test_verl_config_path(throwaway):
 
 
 def test_a_hyperparameter_cannot_be_dropped_on_the_way_to_verl(throwaway):
-    # every explicit hp of the PG members is in the section; a key no PG member takes raises
+    # every explicit hp of the run is in the section; a key no member of the run takes raises
     po = resolve_po(load_config(["po.method=throwaway", "po.hp.beta=0.125"]))
-    assert ArenaPolicyLossConfig.section(po)["hp"] == {"beta": 0.125}
+    assert ArenaPolicyLossConfig.section(po)["po"]["hp"] == {"beta": 0.125, "shift": 0.25}
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['gamma'\] for aggregation=token_mean, "
-                                         r"clipping=scaled_pg, seq_mask=none; valid: beta"):
-        ArenaPolicyLossConfig(clipping="scaled_pg", hp={"beta": 0.5, "gamma": 0.9})
+                                         r"clipping=scaled_pg, seq_mask=none, filtering=none, advantage=shifted; "
+                                         r"valid: beta, shift"):
+        ArenaPolicyLossConfig(po={**po.to_dict(), "hp": {"beta": 0.5, "gamma": 0.9}})
     # and the loss uses it: beta 0.125 gives 0.125 * 4 / 5 = 0.1
     old, logp, adv, mask = _loss_inputs()
     cfg = ArenaPolicyLossConfig(**{k: v for k, v in ArenaPolicyLossConfig.section(po).items() if k != "_target_"})
+    assert cfg.resolved() == po
     actor_cfg = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=2, policy_loss=cfg,
                             loss_agg_mode="token-mean")
     pg, _ = arena_policy_loss(old, logp, adv, mask.bool(), "token-mean", actor_cfg, None)

@@ -32,6 +32,7 @@ from arena.backends.verl.fan_out import actor_rows  # noqa: E402
 from arena.backends.verl.mini_batches import MiniBatch, mini_batch_layout  # noqa: E402
 from arena.backends.verl.policy_loss import ArenaPolicyLossConfig  # noqa: E402
 from arena.backends.verl.agg_modes import VERL_AGG_MODE  # noqa: E402
+from arena.po.compose import ResolvedPO  # noqa: E402
 from arena.po.types import make_batch  # noqa: E402
 
 from .engine_helpers import left_pad, response_log_probs, right_pad  # noqa: E402
@@ -126,7 +127,8 @@ def _loss_of_sent(monkeypatch, agg: str, with_pad: bool, seqs=None):
         tu.assign_non_tensor(td, global_batch_size=seqs)
     logp_rows = torch.cat([logp, logp[:1]])[: len(batch)].requires_grad_(True)  # [B, T] the pad copies row 0
     actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=len(batch),
-                        policy_loss=ArenaPolicyLossConfig(clipping="ppo", aggregation=agg),
+                        policy_loss=ArenaPolicyLossConfig.of(ResolvedPO(None, None, agg, "ppo", "none", "none", "grpo",
+                                                                        "global", {})),
                         loss_agg_mode=VERL_AGG_MODE[agg], use_kl_loss=True, kl_loss_coef=KL_COEF,
                         kl_loss_type="low_var_kl", entropy_coeff=ENTROPY_COEF)
     entropy = torch.full_like(logp_rows, 0.5)  # [B, T]
@@ -199,7 +201,6 @@ def test_k2_update_equals_the_embedded_update(agg, tmp_path, monkeypatch):
     from arena.lm.model import build_model, load_model, save_checkpoint
     from arena.lm.tokenizer import build_tokenizer
     from arena.backends.embedded.update import ppo_update
-    from arena.po.compose import ResolvedPO
 
     from .engine_helpers import one_process_gloo_group, use_cpu_platform
     from .test_engine_train_batch import KL_COEF as ENGINE_KL_COEF, LR, _engine, _full

@@ -27,10 +27,8 @@ def _check_presets(env, methods):
         actor, rollout, algo = objs["actor"], objs["rollout"], objs["algorithm"]
         loss = actor.policy_loss
         assert isinstance(loss, ArenaPolicyLossConfig) and loss.loss_mode == "arena", method
-        assert (loss.clipping, loss.aggregation, loss.seq_mask) == (po.clipping, po.aggregation, po.seq_mask), method
-        # every explicit hyperparameter of the clip and mask members reaches verl, and nothing else
-        assert dict(loss.hp) == {**po.member_hp("clipping"), **po.member_hp("seq_mask")}, method
-        assert loss.resolved().member_hp("clipping") == po.member_hp("clipping"), method
+        # the whole resolved PO reaches verl: every member and every explicit hyperparameter
+        assert loss.resolved() == po and loss.po == po.to_dict(), method
         assert actor.loss_agg_mode == VERL_AGG_MODE[po.aggregation]
         assert algo.adv_estimator == f"arena_{po.advantage}"
         # turn-samples per mini-batch = 8*4/2 = 16 -> verl units 16/4 = 4 (verl multiplies by n=4)
@@ -56,7 +54,59 @@ def test_some_presets_validate_through_verl(env, methods):
 def test_env_scoped_gspo_bounds_reach_verl():
     # sokoban's po_defaults.clipping.gspo: eps 3e-3 / 4e-3 (configs/env/sokoban.yaml)
     loss = build_verl_config(load_config(["env=sokoban", "po.method=gspo"])).actor_rollout_ref.actor.policy_loss
-    assert (loss.hp.eps_low, loss.hp.eps_high) == (3.0e-3, 4.0e-3)
+    assert (loss.po.hp.eps_low, loss.po.hp.eps_high) == (3.0e-3, 4.0e-3)
+
+
+def test_the_loss_section_keeps_the_filtering_and_advantage_members():
+    # sampo on Sokoban, by hand: methods.py's sampo line is clipping=gspo, filtering=dynamic,
+    # advantage=gigpo (aggregation token_mean and no sequence mask by default), hp gamma 0.95,
+    # step_w 1.0, mode mean_std_norm, max_gen_batches 2; configs/env/sokoban.yaml adds the gspo
+    # bounds 3e-3/4e-3 and filter_key=won, cold_start_steps=0. The section verl's workers
+    # instantiate gives all of it back: no filtering="none" or advantage="grpo" made up.
+    from verl.utils.config import omega_conf_to_dataclass
+
+    verl_cfg = build_verl_config(load_config(["env=sokoban", "po.method=sampo"]))
+    po = omega_conf_to_dataclass(verl_cfg.actor_rollout_ref.actor).policy_loss.resolved()
+    assert (po.method, po.group, po.agg_norm) == ("sampo", "combined", "global")
+    assert (po.aggregation, po.clipping, po.seq_mask, po.filtering, po.advantage) == (
+        "token_mean", "gspo", "none", "dynamic", "gigpo")
+    assert po.member_hp("filtering") == {"cold_start_steps": 0, "filter_key": "won", "max_gen_batches": 2}
+    assert po.member_hp("advantage") == {"gamma": 0.95, "mode": "mean_std_norm", "step_w": 1.0}
+    assert po.member_hp("clipping") == {"eps_high": 4.0e-3, "eps_low": 3.0e-3}
+    assert verl_cfg.algorithm.adv_estimator == "arena_gigpo"  # the estimator the trainer checks against po
+
+
+def test_the_trainer_and_the_loss_use_one_resolved_po_for_every_preset(monkeypatch):
+    # One channel (policy_loss.py): for each preset, the trainer (verl's driver) reads the PO from
+    # the verl config's actor.policy_loss section, and the loss (verl's workers) gets it from the
+    # ActorConfig verl instantiates from that same section. Both must be resolve_po(cfg), equal as
+    # objects. RayPPOTrainer.__init__ is replaced (it needs Ray); the loss call is real, with the
+    # composer's policy_loss wrapped to record the PO it is handed.
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils.config import omega_conf_to_dataclass
+
+    import torch
+
+    from arena.backends.verl import policy_loss as vpl
+    from arena.backends.verl.trainer import ArenaRayPPOTrainer
+
+    monkeypatch.setattr(RayPPOTrainer, "__init__", lambda self, config: setattr(self, "config", config))
+    loss_pos, real_policy_loss = [], vpl.policy_loss
+    monkeypatch.setattr(vpl, "policy_loss", lambda po, *a, **k: (loss_pos.append(po), real_policy_loss(po, *a, **k))[1])
+    old = torch.tensor([[-1.0, -2.0], [-0.5, -1.5]])  # [B, T]
+    logp, adv = old + 0.01, torch.tensor([[1.0, 1.0], [-1.0, -1.0]])  # [B, T] x2
+    mask = torch.ones(2, 2, dtype=torch.bool)  # [B, T]
+    assert len(METHODS) == 12
+    for method in METHODS:
+        cfg = load_config(["env=sokoban", f"po.method={method}"])
+        want = resolve_po(cfg)
+        verl_cfg = build_verl_config(cfg)
+        actor = omega_conf_to_dataclass(verl_cfg.actor_rollout_ref.actor)  # as verl's workers build it
+        pg, _ = vpl.arena_policy_loss(old, logp, adv, mask, actor.loss_agg_mode, actor)
+        trainer = ArenaRayPPOTrainer(config=verl_cfg)
+        assert trainer.po == loss_pos[-1] == want, method
+        assert torch.isfinite(pg), method
+    assert [po.method for po in loss_pos] == list(METHODS)  # the loss ran once per preset
 
 
 def _run(args):

@@ -254,16 +254,19 @@ def test_resume_through_the_trainer_writes_each_step_once(tmp_path, ready, monke
 
 
 def test_trainer_kwargs_come_from_the_run_folders_config(tmp_path, ready):
-    # gigpo_ds = gigpo advantage + dynamic filtering: the trainer gets each member's own hp
+    # the run writer and seed come from config.yaml; the PO does not (the trainer reads it from the
+    # verl config's actor.policy_loss section, the loss's own channel)
+    from arena.backends.verl.policy_loss import resolved_po
     from arena.config import resolve_po
 
     out = tmp_path / "run"
     cfg = _cfg(out, "po.method=gigpo_ds", "seed=5")
-    ready(lambda config: None)
+    seen = {}
+    ready(lambda config: seen.update(config=config))  # the verl config verl's TaskRunner gets
     assert main.run_training(cfg, log=lambda *_: None) == 0
     kw = arena_trainer_kwargs(out)
-    po = resolve_po(cfg)
-    assert kw["po"] == po and kw["seed"] == 5  # one channel: the resolved PO, read from config.yaml
+    assert "po" not in kw and kw["seed"] == 5
+    assert resolved_po(seen["config"]) == resolve_po(cfg)  # the one channel, as the TaskRunner receives it
     assert kw["config_yaml"] == (out / "config.yaml").read_text()
     assert kw["run_writer"].cell_id == cell_id(cfg) and kw["run_writer"].total_steps == 3
 
@@ -273,20 +276,29 @@ def test_the_trainer_takes_its_members_from_the_resolved_po(monkeypatch):
     # the resolved PO; an adv_estimator that is not the PO's advantage is refused
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
+    from arena.backends.verl.policy_loss import ArenaPolicyLossConfig
     from arena.backends.verl.trainer import ArenaRayPPOTrainer
     from arena.po.compose import resolve
 
     monkeypatch.setattr(RayPPOTrainer, "__init__", lambda self, config: setattr(self, "config", config))
     po = resolve({"method": "gigpo_ds", "hp": {"filter_key": "won", "gamma": 0.9}})
 
-    def verl_config(estimator):
-        return OmegaConf.create({"algorithm": {"adv_estimator": estimator}, "trainer": {"balance_batch": True}})
-    trainer = ArenaRayPPOTrainer(config=verl_config("arena_gigpo"), po=po, seed=5)
-    assert (trainer.filtering, trainer.arena_advantage, trainer.seed) == ("dynamic", "arena_gigpo", 5)
-    assert trainer.filter_hp == po.member_hp("filtering") and trainer.filter_hp["filter_key"] == "won"
+    def verl_config(estimator, run_po=po):  # the PO travels in the loss's section only
+        return OmegaConf.create({"algorithm": {"adv_estimator": estimator}, "trainer": {"balance_batch": True},
+                                 "actor_rollout_ref": {"actor": {"policy_loss": ArenaPolicyLossConfig.section(run_po)}}})
+    trainer = ArenaRayPPOTrainer(config=verl_config("arena_gigpo"), seed=5)
+    assert trainer.po == po
+    assert (trainer.po.filtering, trainer.arena_advantage, trainer.seed) == ("dynamic", "arena_gigpo", 5)
+    assert trainer.po.member_hp("filtering")["filter_key"] == "won"
     assert trainer.advantage_hp == po.member_hp("advantage") and trainer.advantage_hp["gamma"] == 0.9
     with pytest.raises(ValueError, match="not the run's advantage 'gigpo'"):
-        ArenaRayPPOTrainer(config=verl_config("arena_grpo"), po=po)
+        ArenaRayPPOTrainer(config=verl_config("arena_grpo"))
+    # a verl config whose loss section is verl's own (no resolved PO) is refused, not filled in
+    plain = OmegaConf.create({"algorithm": {"adv_estimator": "arena_grpo"}, "trainer": {"balance_batch": True},
+                              "actor_rollout_ref": {"actor": {"policy_loss": {
+                                  "_target_": "verl.workers.config.PolicyLossConfig", "loss_mode": "vanilla"}}}})
+    with pytest.raises(ValueError, match="must be _target_=arena.backends.verl.policy_loss.ArenaPolicyLossConfig"):
+        ArenaRayPPOTrainer(config=plain)
 
 
 def test_cpu_run_gets_the_cpu_platform_and_verl_settings_everywhere(tmp_path, ready, monkeypatch):

@@ -3,13 +3,13 @@ advantages -> PPO-style update, with evaluation (docs/design.md §E), the run fo
 checkpoint/resume, the policy as HF model folders (steps/<step>/ at each save, policy/ at the
 end: arena/runs/policy.py) and W&B.
 
-Per step t (1..T):
+Per step t (1..T), asking the composer (arena/po/compose.py) and naming no member:
     seeds    = batch_envs training seeds drawn from rng(seed, t, try)   (deterministic: resumable)
-    batch    = collect_groups(rollout, filtering)                       (dynamic: resample tries)
+    batch    = collect_step_groups(po, rollout)                         (dynamic: resample tries)
     old, H   = the sampler's logp at temperature 1 (no forward), else     (docs/methods.md §1)
-               logp/entropy of the training model, no grad (EMPG reads H)
+               logp/entropy of the training model, no grad (when the advantage reads H)
     ref      = logp of the frozen initial (BC) model                    (when kl_coef > 0)
-    A        = ADV[advantage](batch)                                    [N]
+    A        = compute_advantages(po, batch)                            [N]
     update   = ppo_update(...)                                          (update.py)
 Eval at every step of `eval_steps(T, test_freq)`, step 0 included (the BC policy).
 """
@@ -28,9 +28,7 @@ from arena.config import cell_id, resolve_po, to_plain
 from arena.envs import make
 from arena.envs.base import step_seeds
 from arena.envs.sandbox import env_isolation
-from arena.po.advantages import ADV
-from arena.po.compose import advantage_diagnostics, compute_advantages
-from arena.po.filtering import collect_groups
+from arena.po.compose import advantage_diagnostics, collect_step_groups, compute_advantages
 from arena.runs import RunFolder, collapse_reason, run_status
 from arena.runs.policy import write_policy
 from arena.runs.summary import build_summary, paired_gain_se
@@ -51,7 +49,7 @@ def old_logp_from_sampler(cfg, po) -> bool:
     the weights the update starts from (arena/lm/sampler.py; top-p only decides what is drawn),
     i.e. the old policy's log-probs up to float rounding, so no forward is needed. Not when the
     advantage reads the old policy's entropy (EMPG): that needs the forward anyway."""
-    return float(cfg.temperature) == 1.0 and "entropy" not in ADV.reads(po.advantage)
+    return float(cfg.temperature) == 1.0 and "entropy" not in po.advantage_reads()
 
 
 # Rows of a sorted micro-batch at most (and at most micro_batch_size): sorted rows cut finer
@@ -71,7 +69,7 @@ def micro_batches_sorted(cfg, po) -> bool:
     """sort_micro_batches resolved: `auto` is on exactly when po.agg_norm=global (the only
     aggregation under which the sorted micro-batches give the same loss, up to float rounding)."""
     value = cfg.sort_micro_batches
-    return po.agg_norm == "global" if value == "auto" else bool(value)
+    return po.global_norm if value == "auto" else bool(value)
 
 
 @torch.no_grad()
@@ -143,8 +141,7 @@ def rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs: list, step: i
         tries.append(stats)
         return batch
 
-    batch, fstats = collect_groups(one_try, po.filtering, needed_groups=cfg.batch_envs, step=step,
-                                   **po.member_hp("filtering"))
+    batch, fstats = collect_step_groups(po, one_try, needed_groups=cfg.batch_envs, step=step)
     t_roll = time.perf_counter()
     batch = _to_device(batch, next(model.parameters()).device)
     metrics, t_lp, t_update = logprobs_and_update(cfg, po, model, ref_model, optimizer, batch)

@@ -52,7 +52,7 @@ def ppo_update(
     """Run the update in place; return actor/* metrics averaged over optimizer steps."""
     slices = mini_batch_slices(len(batch), num_mini_batches=num_mini_batches, mini_batch_size=mini_batch_size)
     on_policy = len(slices) == 1 and ppo_epochs == 1
-    if sort_micro_batches and po.agg_norm != "global":
+    if sort_micro_batches and not po.global_norm:
         raise ValueError(f"sort_micro_batches needs po.agg_norm=global (got {po.agg_norm!r}): "
                          "per-micro-batch denominators depend on which rows share a micro-batch")
     lengths = row_lengths(batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
@@ -94,7 +94,8 @@ def ppo_update(
                         mb_metrics[k] = mb_metrics.get(k, 0.0) + v
                     else:
                         mb_metrics[k] = mb_metrics.get(k, 0.0) + w * v
-                scale = 1.0 / len(micro) if po.agg_norm == "per_microbatch" else 1.0
+                # the PG term as it enters the mini-batch loss (the objective's scale s, compose.py)
+                scale = po.micro_batch_scale(len(micro))
                 mb_metrics["actor/pg_loss"] = mb_metrics.get("actor/pg_loss", 0.0) + scale * float(out.pg.detach())
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
             if math.isfinite(grad_norm):

@@ -7,7 +7,9 @@ Modules
 - `policy_loss`   "arena" in verl's policy-loss registry (PG term only, aggregated with
                   `config.global_batch_info` mapped onto AggNorm); settings in
                   `ArenaPolicyLossConfig(PolicyLossConfig)`, chosen by
-                  `actor.policy_loss._target_`. Registers on import; a collision raises.
+                  `actor.policy_loss._target_`, whose `po` is the run's whole resolved PO:
+                  the backend's one channel for it (the trainer reads it there too,
+                  `resolved_po`). Registers on import; a collision raises.
 - `advantages`    `arena_grpo`, `arena_gigpo`, `arena_empg` in verl's estimator registry, and
                   `compute_arena_advantage(data, name, **hp)`, the trainer-subclass step that
                   passes them `non_tensor_batch`/`batch` (missing fields are named).
@@ -21,13 +23,14 @@ Modules
                   padded to whole micro-batches), one verl update per mini-batch whose
                   seq-mean denominator counts real rows only, the merged metrics.
 - `trainer`       `ArenaRayPPOTrainer(RayPPOTrainer)` and `TurnRolloutManager` (fan-out,
-                  dynamic filtering with resampling, deferred advantages, the embedded
+                  the PO's filtering with resampling, deferred advantages, the embedded
                   backend's mini-batches, run-folder rows written before their checkpoint).
 - `task_runner`   verl's TaskRunner with `ArenaRayPPOTrainer` (a Ray actor: verl's driver).
 - `dataset`       the run's verl dataset files: train/val parquet (one row per episode seed,
                   the embedded backend's seeds) and the "arena_agent" agent-loop yaml.
 - `run_folder`    verl metrics dict -> our §F metric keys in metrics.jsonl; summary.json last;
-                  `arena_trainer_kwargs` (the trainer's arena settings from config.yaml).
+                  `arena_trainer_kwargs` (run writer, seed, mini-batch split from config.yaml;
+                  not the PO).
 - `verl_config`   arena run config -> verl's composed `ppo_trainer.yaml`, validated by verl's
                   dataclasses; `cli.verl_config_main` is `arena verl-config`.
 - `main`          `run_training` for `arena train backend=verl` (exit 0/1/2 as the embedded

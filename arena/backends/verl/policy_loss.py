@@ -19,9 +19,14 @@ ranks, so the step sees sum over the global mini-batch / global count, as arena'
 
 Settings live in `ArenaPolicyLossConfig`, a subclass of verl's `PolicyLossConfig` selected
 with `actor.policy_loss._target_` (verl's own class stays untouched, and its structured config
-keeps rejecting unknown keys). `po.agg_norm=per_microbatch` is not supported on verl: verl
-aggregates KL and entropy over the global counts, so a per-micro-batch PG term would mix two
-normalisations; it raises a ValueError.
+keeps rejecting unknown keys). Its one arena field, `po`, is the run's whole resolved PO as plain
+data (`ResolvedPO.to_dict()`: all five members, agg_norm, every explicit hyperparameter, method
+and group). This section is the verl backend's ONE channel for the PO (docs/design.md, Floors):
+the workers' loss reads it here (`resolved()`), and the trainer on the driver reads the same
+section of the same verl config (`resolved_po`), so both use one object-equal ResolvedPO; nothing
+is re-resolved from the run folder and no member is filled in. `po.agg_norm=per_microbatch` is
+not supported on verl: verl aggregates KL and entropy over the global counts, so a
+per-micro-batch PG term would mix two normalisations; it raises a ValueError.
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from verl.workers.config import PolicyLossConfig
 
 from .agg_modes import VERL_AGG_MODE
 from arena.po.aggregation import AggNorm
-from arena.po.compose import DIMENSIONS, PG_DIMENSIONS, ResolvedPO, check_hp, policy_loss
+from arena.po.compose import ResolvedPO, policy_loss
 
 from .registry import register_once
 
@@ -44,42 +49,47 @@ TARGET = "arena.backends.verl.policy_loss.ArenaPolicyLossConfig"
 
 @dataclass
 class ArenaPolicyLossConfig(PolicyLossConfig):
-    """verl's PolicyLossConfig plus arena's PG settings (docs/design.md, Config paths and
-    resolution order): the members of the PG term and their hyperparameters.
+    """verl's PolicyLossConfig plus the run's resolved PO (module docstring; docs/design.md,
+    Config paths and resolution order).
 
-    `hp` holds the explicit hyperparameters of the clipping and sequence-mask members (unset
-    ones take the member function's default). It is one open dict, checked here against the
-    members' signatures, so a new clip hyperparameter needs no field here and a wrong one raises
-    instead of being dropped."""
+    `po` is `ResolvedPO.to_dict()`: checked here (members, agg_norm, hyperparameters against the
+    members' signatures), so a wrong hyperparameter raises instead of being dropped. It has no
+    usable default: a section without the run's PO is an error, never a made-up member."""
 
     loss_mode: str = LOSS_NAME
-    clipping: str = "ppo"
-    aggregation: str = "token_mean"
-    seq_mask: str = "none"
-    agg_norm: str = "global"
-    hp: dict[str, Any] = field(default_factory=dict)
+    po: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        for dim in PG_DIMENSIONS:
-            DIMENSIONS[dim].member(getattr(self, dim))  # unknown <dim> '<name>'; valid: ...
-        if self.agg_norm != "global":
-            raise ValueError(f"po.agg_norm={self.agg_norm!r} is not supported on verl; valid: global")
-        check_hp({dim: getattr(self, dim) for dim in PG_DIMENSIONS}, self.hp)
+        if not self.resolved().global_norm:
+            raise ValueError(f"po.agg_norm={self.po['agg_norm']!r} is not supported on verl; valid: global")
 
     @classmethod
     def section(cls, po: ResolvedPO) -> dict[str, Any]:
-        """The `actor.policy_loss` config section of a run: every PG member and every explicit
-        hyperparameter of those members (derived from their signatures, none left out)."""
-        hp = {k: v for dim in PG_DIMENSIONS for k, v in po.member_hp(dim).items()}
-        members = {dim: getattr(po, dim) for dim in PG_DIMENSIONS}
-        return {"_target_": TARGET, "loss_mode": LOSS_NAME, **members, "agg_norm": po.agg_norm, "hp": hp}
+        """The `actor.policy_loss` config section of a run: the whole resolved PO, nothing left out."""
+        return {"_target_": TARGET, "loss_mode": LOSS_NAME, "po": po.to_dict()}
+
+    @classmethod
+    def of(cls, po: ResolvedPO) -> "ArenaPolicyLossConfig":
+        """The config object verl would instantiate from `section(po)`."""
+        return cls(po=po.to_dict())
 
     def resolved(self) -> ResolvedPO:
-        """The ResolvedPO of the PG term (filtering/advantage do not enter the loss)."""
-        return ResolvedPO(
-            method=None, group=None, aggregation=self.aggregation, clipping=self.clipping, seq_mask=self.seq_mask,
-            filtering="none", advantage="grpo", agg_norm=self.agg_norm, hp=dict(self.hp),
-        )
+        """The run's ResolvedPO, exactly as the section carries it (ValueError if it is not one)."""
+        return ResolvedPO.from_dict(self.po)
+
+
+def resolved_po(verl_config) -> ResolvedPO:
+    """The run's ResolvedPO from a verl config (`actor_rollout_ref.actor.policy_loss`), built the
+    way verl's workers build their loss config (its `_target_`, `omega_conf_to_dataclass`), so the
+    trainer and the loss read one channel."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    section = verl_config.actor_rollout_ref.actor.policy_loss
+    settings = omega_conf_to_dataclass(section)
+    if not isinstance(settings, ArenaPolicyLossConfig):
+        raise ValueError(f"actor_rollout_ref.actor.policy_loss must be _target_={TARGET} (the run's resolved PO); "
+                         f"got {type(settings).__name__}")
+    return settings.resolved()
 
 
 def norm_from_global_batch_info(info: dict[str, Any], mask: torch.Tensor) -> AggNorm:
@@ -122,16 +132,16 @@ def arena_policy_loss(
         raise ValueError(f"loss_mode 'arena' needs actor.policy_loss._target_={TARGET}; got {got}")
     if rollout_is_weights is not None:
         raise ValueError("loss_mode 'arena' does not take rollout_is_weights; set algorithm.rollout_correction off")
-    settings: ArenaPolicyLossConfig = config.policy_loss
-    expected_mode = VERL_AGG_MODE[settings.aggregation]
+    po = config.policy_loss.resolved()
+    expected_mode = VERL_AGG_MODE[po.aggregation]
     if loss_agg_mode != expected_mode:
         raise ValueError(
-            f"actor.loss_agg_mode={loss_agg_mode!r} disagrees with policy_loss.aggregation="
-            f"{settings.aggregation!r}; valid: {expected_mode!r} (KL/entropy use verl's mode)"
+            f"actor.loss_agg_mode={loss_agg_mode!r} disagrees with policy_loss.po.aggregation="
+            f"{po.aggregation!r}; valid: {expected_mode!r} (KL/entropy use verl's mode)"
         )
     mask = response_mask.to(log_prob.dtype)  # [B, T] 0/1
     norm = norm_from_global_batch_info(dict(config.global_batch_info or {}), mask)
-    pg, metrics = policy_loss(settings.resolved(), log_prob, old_log_prob, advantages, mask, norm=norm)
+    pg, metrics = policy_loss(po, log_prob, old_log_prob, advantages, mask, norm=norm)
     # verl's own name for the masked mean of old - logp, so its dashboards keep working
     metrics["actor/ppo_kl"] = metrics["actor/off_policy_kl"]
     return pg, metrics

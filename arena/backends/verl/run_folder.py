@@ -111,18 +111,19 @@ class VerlRunWriter:
 
 
 def arena_trainer_kwargs(run_path) -> dict:
-    """ArenaRayPPOTrainer's arena arguments, from the run folder's config.yaml (written first by
-    main.run_training; read in verl's TaskRunner actor, which gets only the verl config)."""
+    """ArenaRayPPOTrainer's arena arguments (run writer, seed, mini-batch split), from the run
+    folder's config.yaml (written first by main.run_training; read in verl's TaskRunner actor,
+    which gets only the verl config). Not the PO: the trainer reads that from the verl config's
+    `actor.policy_loss` section, the loss's own channel (policy_loss.resolved_po)."""
     from omegaconf import OmegaConf
 
-    from arena.config import cell_id, resolve_po
+    from arena.config import cell_id
 
     run = RunFolder(run_path)
     config_yaml = run.config_file.read_text()
     cfg = OmegaConf.create(config_yaml)
     tool_sandbox = cfg.pop("tool_sandbox", None)  # recorded next to the run config, not part of it (cell id)
-    po = resolve_po(cfg)
     writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,
                            n_eval=cfg.eval.n, cell_id=cell_id(cfg), tool_sandbox=tool_sandbox)
-    return {"run_writer": writer, "config_yaml": config_yaml, "po": po, "seed": int(cfg.seed),
+    return {"run_writer": writer, "config_yaml": config_yaml, "seed": int(cfg.seed),
             "num_mini_batches": int(cfg.ppo_num_mini_batches), "mini_batch_turns": cfg.ppo_mini_batch_size}

@@ -2,9 +2,10 @@
 
 verl 0.9.1's `TaskRunner.run` hard-codes `RayPPOTrainer`; this runner is the same sequence
 (worker roles, resource pools, tokenizer, datasets, `init_workers`, `fit`) with
-`arena.backends.verl.trainer.ArenaRayPPOTrainer`, given arena's own settings (run writer, the
-run's resolved PO, seed) from the run folder's config.yaml, found through $ARENA_RUN_DIR
-(run_folder.arena_trainer_kwargs). It runs as a Ray actor, which is verl's
+`arena.backends.verl.trainer.ArenaRayPPOTrainer`, given arena's own settings (run writer,
+seed, mini-batch split) from the run folder's config.yaml, found through $ARENA_RUN_DIR
+(run_folder.arena_trainer_kwargs); the trainer reads the run's resolved PO from the verl
+config itself (policy_loss.resolved_po). It runs as a Ray actor, which is verl's
 "driver" process: advantages are computed there, so arena's estimators and loss are registered
 in it first. Datasets come from verl's `create_rl_dataset` (`data.custom_cls` selects a dataset
 class from the config). Imports verl and ray: import this module only where they are installed.

@@ -1,12 +1,17 @@
 """`ArenaRayPPOTrainer`: verl 0.9.1's `RayPPOTrainer` with per-turn rows (docs/methods.md §2).
 
+The run's resolved PO reaches the trainer through ONE channel, verl's own config: the
+`actor_rollout_ref.actor.policy_loss` section the workers' loss reads (policy_loss.py,
+`resolved_po`). The trainer asks the composer for what it computes on the driver (the filtering
+of a step, the advantages' hyperparameters, the adv/* diagnostics) and names no member.
+
 verl's `fit()` is kept whole; the subclass overrides five small methods. Why these:
 - `fit()` unions the dataset batch (B*n rows) with the generation output and slices the
   output to B*n rows (`DataProto.union` asserts equal sizes), so the row count cannot change
   before that. Generation goes through `self.async_rollout_manager`, which `init_workers`
   wraps in `TurnRolloutManager`: right after `generate_sequences` returns it fans the output
-  out into a TurnBatch (fan_out.py), runs dynamic filtering with resampling tries
-  (arena/po/filtering.collect_groups; a try k > 0 replays the batch's prompts with seeds
+  out into a TurnBatch (fan_out.py), runs the PO's filtering with resampling tries
+  (arena.po.compose.collect_step_groups; a try k > 0 replays the batch's prompts with seeds
   `step_seeds(seed, step, k)` in the row column `arena_seed`; this runs before fit() puts the
   rollout replicas to sleep) and hands the kept TurnBatch on in `meta_info`.
 - `_balance_batch(batch, metrics)` is the first method fit() calls on the unioned batch,
@@ -57,8 +62,7 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils.metric import reduce_metrics
 
 from arena.envs.base import step_seeds
-from arena.po.compose import ResolvedPO, advantage_diagnostics
-from arena.po.filtering import collect_groups
+from arena.po.compose import ResolvedPO, advantage_diagnostics, collect_step_groups
 from arena.po.types import TurnBatch
 
 from . import agent_loop  # noqa: F401  (registers "arena_agent" in this process)
@@ -67,6 +71,7 @@ from .fan_out import PAD_KEY, swap_in, turns_from_output
 from .mini_batches import (MINI_KEY, OneMiniBatchUpdate, merge_update_outputs, mini_batch_layout, rows_by_mini_batch,
                            rows_with_tokens)
 from .policy_export import export_final, export_step
+from .policy_loss import resolved_po
 from .registry import register_once
 
 TURNS_KEY, METRICS_KEY, DEFERRED = "arena_turn_batch", "arena_rollout_metrics", "arena_deferred"
@@ -123,12 +128,13 @@ def reseeded(gen_batch: DataProto, group_seeds: list, group_size: int) -> DataPr
 
 
 class TurnRolloutManager:
-    """verl's AgentLoopManager with the fan-out and dynamic filtering after generation."""
+    """verl's AgentLoopManager with the fan-out and the PO's filtering after generation."""
 
-    def __init__(self, inner, *, group_size: int, pad_id: int, filtering: str = "none",
-                 filter_hp: Optional[dict] = None, seed: int = 0, dump_dir: Optional[str] = None):
+    def __init__(self, inner, *, group_size: int, pad_id: int, po: ResolvedPO, seed: int = 0,
+                 dump_dir: Optional[str] = None):
+        """`po`: the run's resolved PO; its filtering member runs through the composer."""
         self.inner, self.group_size, self.pad_id = inner, int(group_size), int(pad_id)
-        self.filtering, self.filter_hp, self.seed = filtering, dict(filter_hp or {}), int(seed)
+        self.po, self.seed = po, int(seed)
         self.dump_dir = Path(dump_dir) if dump_dir else None
 
     def __getattr__(self, name: str):
@@ -153,7 +159,7 @@ class TurnRolloutManager:
             return turns_from_output(outputs[-1], group_size=self.group_size, pad_id=self.pad_id)
 
         t0 = time.perf_counter()
-        turns, fstats = collect_groups(one_try, self.filtering, needed_groups=n_groups, step=step, **self.filter_hp)
+        turns, fstats = collect_step_groups(self.po, one_try, needed_groups=n_groups, step=step)
         first = outputs[0]  # B*n rows, as fit() expects; its rows are replaced in _balance_batch
         first.meta_info[TURNS_KEY] = turns
         first.meta_info[METRICS_KEY] = {**turn_metrics(turns, fstats), "perf/rollout_seconds": time.perf_counter() - t0}
@@ -164,12 +170,15 @@ class TurnRolloutManager:
 
 
 class ArenaRayPPOTrainer(RayPPOTrainer):
-    def __init__(self, *args, po: ResolvedPO, run_writer=None, config_yaml: str = "", seed: int = 0,
+    def __init__(self, *args, run_writer=None, config_yaml: str = "", seed: int = 0,
                  num_mini_batches: int = 1, mini_batch_turns: Optional[int] = None, **kwargs):
-        """`po`: the run's resolved PO (run_folder.arena_trainer_kwargs); the filtering and
-        advantage members and their hyperparameters come from it, through the composer's API."""
+        """The run's resolved PO comes from verl's config, the section the loss reads
+        (`actor_rollout_ref.actor.policy_loss`, policy_loss.resolved_po): one channel. The
+        filtering and advantage members and their hyperparameters are the composer's answers
+        for it."""
         super().__init__(*args, **kwargs)
         self.num_mini_batches, self.mini_batch_turns = int(num_mini_batches), mini_batch_turns
+        po = resolved_po(self.config)
         name = str(self.config.algorithm.adv_estimator)
         if name not in ESTIMATORS:
             raise ValueError(f"ArenaRayPPOTrainer needs algorithm.adv_estimator in {sorted(ESTIMATORS)}, got {name!r}")
@@ -183,7 +192,7 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         self.arena_advantage, self.advantage_hp = name, po.member_hp("advantage")
         with open_dict(self.config.algorithm):
             self.config.algorithm.adv_estimator = DEFERRED
-        self.filtering, self.filter_hp, self.seed = po.filtering, po.member_hp("filtering"), int(seed)
+        self.seed = int(seed)
         self.run_writer, self.config_yaml = run_writer, config_yaml
         self._save_due = False  # verl asked for a checkpoint that waits for the step's row
 
@@ -198,7 +207,7 @@ class ArenaRayPPOTrainer(RayPPOTrainer):
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.async_rollout_manager = TurnRolloutManager(
             self.async_rollout_manager, group_size=self.config.actor_rollout_ref.rollout.n, pad_id=pad_id,
-            filtering=self.filtering, filter_hp=self.filter_hp, seed=self.seed,
+            po=self.po, seed=self.seed,
             dump_dir=os.environ.get(DUMP_TURNS_ENV) or None)
 
     def _balance_batch(self, batch: DataProto, metrics, logging_prefix="global_seqlen", keep_minibatch=False):

@@ -107,7 +107,7 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         actor + "checkpoint.save_contents": list(HF_SAVE_CONTENTS),
         actor + "checkpoint.load_contents": list(RESUME_LOAD_CONTENTS),
         actor + "loss_agg_mode": VERL_AGG_MODE[po.aggregation],
-        # the PG members and all their explicit hyperparameters, from the members' signatures
+        # the run's whole resolved PO, once: the loss and the trainer both read it here (policy_loss.py)
         actor + "policy_loss": ArenaPolicyLossConfig.section(po),
         "algorithm.adv_estimator": estimator_name(po.advantage),
         "algorithm.use_kl_in_reward": False,
