@@ -18,7 +18,7 @@ OWNED = {layout.CONFIG_FILE, layout.METRICS_FILE, layout.SUMMARY_FILE, layout.ER
          layout.RUN_LOG_FILE, layout.MANIFEST_FILE, layout.CHOSEN_FILE, layout.BC_REPORT_FILE}
 OWNED_DIRS = {layout.EVALS_DIR, layout.BC_DIR, layout.RUNS_DIR, layout.SWEEPS_DIR, layout.CELLS_DIR,
               layout.SEARCH_DIR, layout.REPORT_DIR, layout.CKPT_DIR, layout.STEPS_DIR, layout.POLICY_DIR,
-              layout.EVAL_WINS_DIR}
+              layout.EVAL_WINS_DIR, layout.JOBS_DIR}
 # the same name for another owner's file or folder, not the results layout's
 ELSEWHERE = {("arena/envs/household_games.py", "manifest.json"): "the household pool cache's own manifest"}
 PATH_CALLS = {"Path", "PurePath", "PosixPath", "joinpath", "glob", "rglob", "with_name"}
@@ -116,3 +116,39 @@ def test_the_folder_check_sees_path_joins_and_skips_config_keys():
               "    s = \", \".join([\"steps\", \"policy\"])\n"
               "    return x == \"ckpt\"\n")
     assert path_folder_names(ast.parse(source)) == [(2, "evals"), (3, "bc"), (4, "sweeps"), (5, "runs")]
+
+
+def test_results_gives_the_documented_layout_file_for_file(tmp_path, monkeypatch):
+    # every path of the layout table (docs/design.md, Run folder), spelt out by hand, from a
+    # relative results_dir: Results resolves it against the working directory
+    monkeypatch.chdir(tmp_path)
+    r = layout.Results("res")
+    root = tmp_path.resolve() / "res"
+    assert r.root == root and r == layout.Results(root)
+    expected = {
+        r.run("c1"): "runs/c1",
+        r.sweep("sw"): "sweeps/sw",
+        r.manifest("sw"): "sweeps/sw/manifest.json",
+        r.cell("sw", "c1"): "sweeps/sw/cells/c1",
+        r.search("sw", "grpo", "sokoban"): "sweeps/sw/search/grpo/sokoban",
+        r.chosen("sw", "grpo", "sokoban"): "sweeps/sw/search/grpo/sokoban/chosen.json",
+        r.report("sw"): "sweeps/sw/report",
+        r.jobs("sw"): "sweeps/sw/jobs",
+        r.eval_run("e1"): "evals/e1",
+        r.eval_table: "evals/report.md",
+        r.bc("h1"): "bc/h1",
+        r.bc_model("h1"): "bc/h1/model",
+        r.bc_report("h1"): "bc/h1/bc.json",
+        r.bc_lock("h1"): "bc/h1.lock",
+    }
+    assert {p: p.relative_to(root).as_posix() for p in expected} == expected
+    assert layout.Results.holding(r.sweep("sw")) == r
+    # the globs: two sweeps (one without a manifest yet), two evals (one unfinished)
+    for rel in ("sweeps/b/manifest.json", "sweeps/a/manifest.json", "sweeps/a/cells/c2/x", "sweeps/c/cells/c1/x",
+                "evals/e2/summary.json", "evals/e1/summary.json", "evals/e3/config.yaml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("{}")
+    assert r.sweep_manifests() == [r.manifest("a"), r.manifest("b")]
+    assert r.all_cells() == [r.cell("a", "c2"), r.cell("c", "c1")]
+    assert r.eval_summaries() == [r.eval_run("e1") / "summary.json", r.eval_run("e2") / "summary.json"]
+    assert layout.Results(tmp_path / "empty").sweep_manifests() == []  # no sweeps/ folder: none

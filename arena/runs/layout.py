@@ -8,6 +8,7 @@ results_dir comes from one `Results` object (a resolved results_dir):
     <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state       Results.search
         .../chosen.json                              the search's choice                Results.chosen
     <results_dir>/sweeps/<name>/report/              the report                         Results.report
+    <results_dir>/sweeps/<name>/jobs/                the launcher's job logs and queues Results.jobs
     <results_dir>/evals/<eval_id>/                   one `arena eval` run folder        Results.eval_run
     <results_dir>/evals/report.md                    the table of every eval            Results.eval_table
     <results_dir>/bc/<bc_hash>/{model/,bc.json}      a cached BC checkpoint, its report Results.bc, bc_model, bc_report
@@ -50,6 +51,7 @@ SEARCH_DIR = "search"
 REPORT_DIR = "report"
 SWEEPS_DIR = "sweeps"
 RUNS_DIR = "runs"
+JOBS_DIR = "jobs"  # sweeps/<name>/jobs: the launcher's folder (submitit logs, the local pool's queues)
 CHOSEN_FILE = "chosen.json"  # search/<arm>/<env>/chosen.json: the stability search's choice
 EVALS_DIR = "evals"
 EVAL_TABLE_FILE = "report.md"  # evals/report.md: `arena report evals=true`
@@ -135,6 +137,9 @@ class Results:
 
     def report(self, name: str) -> Path:
         return self.sweep(name) / REPORT_DIR
+
+    def jobs(self, name: str) -> Path:
+        return self.sweep(name) / JOBS_DIR
 
     @property
     def evals(self) -> Path:

@@ -250,7 +250,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
 
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]
-    executor = make_executor(options.launcher, plan.sweep_dir / "jobs", timeout_min=options.timeout_min)
+    executor = make_executor(options.launcher, plan.results.jobs(plan.name), timeout_min=options.timeout_min)
     threads = int(launcher_config(options.launcher).get("cpus") or 1) if kind != "debug" else None
     parallel = options.parallel
     for notice in first_use_notices(plan.cells):  # e.g. household's large pool, generated inside a job
@@ -266,7 +266,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
         staged.update(bc_hash(c) for c in bc_cfgs)
         if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
             log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
-                f"(job logs: {plan.sweep_dir / 'jobs'})")
+                f"(job logs: {plan.results.jobs(plan.name)})")
         bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
                                wait=kind != "slurm", log=log, parallel=parallel)
         if kind == "slurm" and bc_jobs:
@@ -274,7 +274,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
 
     bc_stage(plan.cells)
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
-    pool_dir = plan.sweep_dir / "jobs" / "pool" if kind == "local" else None
+    pool_dir = plan.results.jobs(plan.name) / "pool" if kind == "local" else None
     run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731
                                   train_fn=train_fn, fail_fast=options.fail_fast, progress_s=options.progress_s, log=log,
                                   pool_dir=pool_dir)
