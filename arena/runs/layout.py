@@ -105,11 +105,6 @@ class Results:
         """The Results of a run config's `results_dir`."""
         return cls(cfg.results_dir)
 
-    @classmethod
-    def holding(cls, sweep_folder: str | Path) -> "Results":
-        """The Results whose `sweep(name)` is `sweep_folder` (<results_dir>/sweeps/<name>)."""
-        return cls(Path(sweep_folder).resolve().parent.parent)
-
     def run(self, cell: str) -> Path:
         return self.root / RUNS_DIR / cell
 
