@@ -171,10 +171,12 @@ def _bc(args: Sequence[str]) -> int:
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
     check_runs_here(cfg, backend=False)
-    from arena.bc.train import bc_dir, ensure_bc_checkpoint  # imports torch
+    from arena.bc.key import bc_hash
+    from arena.bc.train import ensure_bc_checkpoint  # imports torch
+    from arena.runs.layout import Results
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")
-    print((bc_dir(cfg) / "bc.json").read_text())
+    print(Results.of(cfg).bc_report(bc_hash(cfg)).read_text())
     return EXIT_OK
 
 

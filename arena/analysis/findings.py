@@ -86,9 +86,12 @@ def read_results_dir(results_dir: str | Path) -> pd.DataFrame:
     """Every sweep of a results dir (`<results_dir>/sweeps/<name>/manifest.json`), its report runs."""
     from .frames import runs_frame
 
-    names = sorted(p.parent.name for p in Path(results_dir).glob("sweeps/*/manifest.json"))
+    from arena.runs.layout import MANIFEST_FILE, Results
+
+    results = Results(results_dir)
+    names = [p.parent.name for p in results.sweep_manifests()]
     if not names:
-        raise FileNotFoundError(f"no sweep under {Path(results_dir) / 'sweeps'} (no */manifest.json)")
+        raise FileNotFoundError(f"no sweep under {results.sweeps} (no */{MANIFEST_FILE})")
     return normalise_runs(runs_frame(results_dir, names))
 
 

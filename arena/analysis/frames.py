@@ -21,8 +21,9 @@ from omegaconf import OmegaConf
 
 from arena.po.methods import METHODS
 from arena.runs.folder import RunFolder
+from arena.runs.layout import Results
 
-from .manifest import cell_dir, load_manifest
+from .manifest import load_manifest
 
 CHOICES = ("method", "group", "aggregation", "clipping", "seq_mask_delta", "filtering", "advantage", "agg_norm")
 RUN_HP = ("lr", "kl_coef", "entropy_coef", "group_size", "batch_envs", "ppo_epochs", "ppo_mini_batch_size",
@@ -46,7 +47,7 @@ def _choices_from_config(path: Path) -> dict[str, Any]:
 
 
 def _run_row(results_dir: Path, name: str, cell: dict[str, Any]) -> dict[str, Any]:
-    run = RunFolder(cell_dir(results_dir, name, cell["cell_id"]), expect_cell_id=cell["cell_id"])
+    run = RunFolder(Results(results_dir).cell(name, cell["cell_id"]), expect_cell_id=cell["cell_id"])
     row: dict[str, Any] = {"sweep": name, "run": cell["cell_id"], "arm": cell["arm"], "env": cell["env"],
                            "seed": int(cell["seed"]), "role": cell["role"]}
     method = cell.get("method")
@@ -83,7 +84,7 @@ def runs_frame(results_dir: str | Path, names: str | Sequence[str], *, roles: It
 
 
 def _metric_rows(results_dir: Path, sweep: str, run_id: str) -> pd.DataFrame:
-    rows = RunFolder(cell_dir(results_dir, sweep, run_id)).read_metrics()
+    rows = RunFolder(Results(results_dir).cell(sweep, run_id)).read_metrics()
     if not rows:
         return pd.DataFrame(columns=["sweep", "run", "step", "metric", "value"])
     wide = pd.DataFrame(rows)

@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from arena.runs.layout import cell_dir, sweep_dir  # noqa: F401 - re-exported for the report
+from arena.runs.layout import Results
 from arena.runs.manifest import CELL_KEYS, ROLES, read_manifest  # noqa: F401 - the one manifest reader
 
 load_manifest = read_manifest
@@ -40,7 +40,7 @@ def report_cells(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def chosen_hp(results_dir: str | Path, name: str, arm: str, env: str) -> Optional[dict[str, Any]]:
     """The search's chosen config for (arm, env): its `hp` entry, else `overrides`, else the whole dict."""
-    path = sweep_dir(results_dir, name) / "search" / arm / env / "chosen.json"
+    path = Results(results_dir).chosen(name, arm, env)
     if not path.exists():
         return None
     chosen = json.loads(path.read_text())

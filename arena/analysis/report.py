@@ -24,9 +24,10 @@ import pandas as pd
 from arena.cli_errors import print_bad_input
 from arena.evaluation.table import write_eval_table
 from arena.runs.atomic import atomic_write_text
+from arena.runs.layout import Results
 
 from .frames import runs_frame, tidy_frame
-from .manifest import auto_seeds_section, chosen_hp, load_manifest, sweep_dir
+from .manifest import auto_seeds_section, chosen_hp, load_manifest
 from .table_data import build_table
 from . import verdicts
 from .verdicts import MIN_EFFECT
@@ -96,7 +97,7 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     results_dir = Path(results_dir).resolve()
     manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
                                          min_effect=min_effect)
-    out = sweep_dir(results_dir, name) / "report"
+    out = Results(results_dir).report(name)
     markdown = write_tables(cells, arms, out, name=name, manifest=manifest)
     tidy = tidy_frame(results_dir, name, runs=runs)
     arm_names = list(cells["arm"].unique())
@@ -151,8 +152,8 @@ def main(argv: Sequence[str]) -> int:
         if _flag(opts.get("evals", "false"), "evals"):  # the paper's §5.3 table of `arena eval` runs
             if set(opts) - {"evals", "results_dir"}:
                 raise ValueError(f"evals=true takes only results_dir; got {', '.join(sorted(set(opts) - {'evals'}))}")
-            results_dir = Path(opts.get("results_dir", "results")).resolve()
-            out = write_eval_table(results_dir, results_dir / "evals" / "report.md")
+            results = Results(opts.get("results_dir", "results"))
+            out = write_eval_table(results.root, results.eval_table)
             print(out.read_text())
             print(f"[report] written to {out}")
             return 0

@@ -24,6 +24,7 @@ from arena.config.schema import CHOICES
 from arena.envs import make
 from arena.runs import atomic_write_json
 from arena.runs.atomic import digest_problem, folder_digest, fsync_tree
+from arena.runs.layout import BC_MODEL_DIR, BC_REPORT_FILE, Results
 
 from arena.lm.evaluate import evaluate
 from arena.lm.logprobs import token_logprobs_and_entropy
@@ -42,7 +43,8 @@ def expert_response(action: str) -> str:
 
 
 def bc_dir(cfg) -> Path:
-    return Path(cfg.results_dir).resolve() / "bc" / bc_hash(cfg)
+    """<results_dir>/bc/<bc_hash>: this config's BC checkpoint folder (arena.runs.layout.Results.bc)."""
+    return Results.of(cfg).bc(bc_hash(cfg))
 
 
 def collect_demos(cfg, n_episodes: int, *, seed_offset: int = 0) -> tuple[list[tuple[str, str]], float]:
@@ -144,20 +146,21 @@ def cache_problem(out: Path) -> str | None:
     swapped or copied from another BC config, e.g. another seed's, is not this one's), and
     `<out>/model` is the checkpoint it describes (`model_files`: every model file's size and
     sha256), else why not. A bc.json without those records (an older arena's) is no proof."""
+    report_file = out / BC_REPORT_FILE
     try:
-        report = json.loads((out / "bc.json").read_text())
+        report = json.loads(report_file.read_text())
     except FileNotFoundError:
-        return "no bc.json"
+        return f"no {BC_REPORT_FILE}"
     except (OSError, ValueError) as exc:
-        return f"{out / 'bc.json'} is not valid JSON ({exc})"
+        return f"{report_file} is not valid JSON ({exc})"
     if not isinstance(report, dict):
-        return f"{out / 'bc.json'} is not a JSON object"
+        return f"{report_file} is not a JSON object"
     if not isinstance(report.get("model_files"), dict):
-        return f"{out / 'bc.json'} records no file digests (an older format): nothing proves the model is intact"
+        return f"{report_file} records no file digests (an older format): nothing proves the model is intact"
     if report.get("bc_hash") != out.name:
-        return (f"{out / 'bc.json'} is the record of BC key {report.get('bc_hash')}, not of {out.name} "
+        return (f"{report_file} is the record of BC key {report.get('bc_hash')}, not of {out.name} "
                 "(a folder swapped or copied from another BC config?)")
-    return digest_problem(out / "model", report["model_files"])
+    return digest_problem(out / BC_MODEL_DIR, report["model_files"])
 
 
 def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
@@ -166,25 +169,25 @@ def ensure_bc_checkpoint(cfg, log: Callable = print) -> Path:
     is never loaded: its bc.json is set aside as bc.json.corrupt-<time> and BC runs again.
     Write order: the model folder (atomic rename), its files and folders fsynced, then bc.json
     (atomic, fsynced) last: a bc.json on disk means the model it describes is on disk too."""
-    out = bc_dir(cfg)
-    model_dir = out / "model"
+    results, key = Results.of(cfg), bc_hash(cfg)
+    out, model_dir, report_file = results.bc(key), results.bc_model(key), results.bc_report(key)
     if cache_problem(out) is None:
         return model_dir
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f"{out.name}.lock", "w") as lock:
+    with open(results.bc_lock(key), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         problem = cache_problem(out)
         if problem is None:
             return model_dir
-        if (out / "bc.json").exists():
-            aside = out / f"bc.json.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-            os.replace(out / "bc.json", aside)
+        if report_file.exists():
+            aside = report_file.with_name(f"{report_file.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            os.replace(report_file, aside)
             log(f"[bc] cached checkpoint {out} is not usable ({problem}); set {aside.name} aside, training again")
         report = train_bc(cfg, model_dir, log=log)
         fsync_tree(model_dir)
         report["model_files"] = folder_digest(model_dir)
         report["bc_hash"], report["bc_key"] = out.name, bc_key(cfg)  # checked against the folder's name
-        atomic_write_json(out / "bc.json", report)
+        atomic_write_json(report_file, report)
     return model_dir
 
 

@@ -223,4 +223,6 @@ def eval_dir(cfg, options: EvalOptions) -> Path:
     """`out`, else `<results_dir>/evals/<eval_id>` (docs/eval.md, Run folder)."""
     if cfg.out:
         return Path(cfg.out).resolve()
-    return Path(cfg.results_dir).resolve() / "evals" / eval_id(cfg, options)
+    from arena.runs.layout import Results
+
+    return Results.of(cfg).eval_run(eval_id(cfg, options))

@@ -45,11 +45,11 @@ def cell_eval_args(cell_folder: Path, label: str, shared: dict) -> dict:
 def finished_cells(results_dir: str, name: str) -> tuple[list[dict], list[dict]]:
     """(finished report cells, unfinished ones) of sweep `name`, in manifest order; ValueError
     naming the sweeps that exist when there is no such sweep."""
-    from arena.runs.layout import SUMMARY_FILE, cell_dir
+    from arena.runs.layout import SUMMARY_FILE, Results
     from arena.runs.manifest import read_manifest
 
     cells = [c for c in read_manifest(results_dir, name)["cells"] if c["role"] == "report"]
-    done = [c for c in cells if (cell_dir(results_dir, name, c["cell_id"]) / SUMMARY_FILE).exists()]
+    done = [c for c in cells if (Results(results_dir).cell(name, c["cell_id"]) / SUMMARY_FILE).exists()]
     return done, [c for c in cells if c not in done]
 
 
@@ -89,7 +89,7 @@ def sweep_eval_main(args: dict, log: Callable = print) -> int:
 
     from arena.analysis.table_data import baseline_arm
     from arena.analysis.verdicts import MIN_EFFECT
-    from arena.runs.layout import cell_dir
+    from arena.runs.layout import Results
     from arena.runs.manifest import read_manifest
 
     from .runner import eval_main
@@ -121,7 +121,7 @@ def sweep_eval_main(args: dict, log: Callable = print) -> int:
         arm, env, seed = cell["arm"], cell["env"], int(cell["seed"])
         label = f"{name}/{arm}/{env}/s{seed}"
         log(f"[eval] sweep {name}: cell {i}/{len(done)} {label}")
-        folder = cell_dir(results_dir, name, cell["cell_id"])
+        folder = Results(results_dir).cell(name, cell["cell_id"])
         rc, summary = run_cell_eval(eval_main, cell_eval_args(folder, label, shared), log)
         if rc != EXIT_OK:
             failed.append(label)

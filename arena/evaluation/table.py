@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Iterable, Union
 
-from arena.runs.layout import SUMMARY_FILE
+from arena.runs.layout import SUMMARY_FILE, Results
 
 from .episodes import success_ci
 
@@ -25,7 +25,7 @@ PathLike = Union[str, Path]
 
 def find_eval_runs(results_dir: PathLike) -> list[Path]:
     """The finished eval run folders under `<results_dir>/evals/` (summary.json present)."""
-    return sorted(p.parent for p in (Path(results_dir) / "evals").glob("*/summary.json"))
+    return [p.parent for p in Results(results_dir).eval_summaries()]
 
 
 def eval_cells(run_dirs: Iterable[PathLike]) -> dict[tuple[str, str], dict[str, dict]]:

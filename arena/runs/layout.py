@@ -1,10 +1,21 @@
-"""The results layout, owned here and nowhere else (docs/design.md, Run folder):
+"""The results layout, owned here and nowhere else (docs/design.md, Run folder). Every path under a
+results_dir comes from one `Results` object (a resolved results_dir):
 
-    <results_dir>/runs/<cell_id>/                    `arena train` without out=
-    <results_dir>/sweeps/<name>/manifest.json        (arm, env, seed) -> cell_id, role
-    <results_dir>/sweeps/<name>/cells/<cell_id>/     one run folder per cell
-    <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state
-    <results_dir>/sweeps/<name>/report/              the report
+    <results_dir>/runs/<cell_id>/                    `arena train` without out=        Results.run
+    <results_dir>/sweeps/<name>/                     one sweep                          Results.sweep
+    <results_dir>/sweeps/<name>/manifest.json        (arm, env, seed) -> cell_id, role  Results.manifest
+    <results_dir>/sweeps/<name>/cells/<cell_id>/     one run folder per cell            Results.cell
+    <results_dir>/sweeps/<name>/search/<arm>/<env>/  the stability search's state       Results.search
+        .../chosen.json                              the search's choice                Results.chosen
+    <results_dir>/sweeps/<name>/report/              the report                         Results.report
+    <results_dir>/sweeps/<name>/jobs/                the launcher's job logs and queues Results.jobs
+    <results_dir>/evals/<eval_id>/                   one `arena eval` run folder        Results.eval_run
+    <results_dir>/evals/report.md                    the table of every eval            Results.eval_table
+    <results_dir>/bc/<bc_hash>/{model/,bc.json}      a cached BC checkpoint, its report Results.bc, bc_model, bc_report
+    <results_dir>/bc/<bc_hash>.lock                  held while that checkpoint trains  Results.bc_lock
+
+and the globs: every sweep's manifest (Results.sweep_manifests), every sweep's cell folders
+(Results.all_cells), every finished eval's summary.json (Results.eval_summaries).
 
 A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/, steps/, policy/ and
 error.txt (RunFolder), command.txt and run.log (run_log.py). The trained policy leaves the run as
@@ -18,6 +29,7 @@ Hugging Face model folders (model and tokenizer, loadable by `transformers` alon
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from arena.config import cell_id
@@ -39,6 +51,13 @@ SEARCH_DIR = "search"
 REPORT_DIR = "report"
 SWEEPS_DIR = "sweeps"
 RUNS_DIR = "runs"
+JOBS_DIR = "jobs"  # sweeps/<name>/jobs: the launcher's folder (submitit logs, the local pool's queues)
+CHOSEN_FILE = "chosen.json"  # search/<arm>/<env>/chosen.json: the stability search's choice
+EVALS_DIR = "evals"
+EVAL_TABLE_FILE = "report.md"  # evals/report.md: `arena report evals=true`
+BC_DIR = "bc"
+BC_MODEL_DIR = "model"  # bc/<hash>/model: the BC checkpoint (an HF model folder)
+BC_REPORT_FILE = "bc.json"  # bc/<hash>/bc.json: its report, written last (the proof it is whole)
 
 # What a summary.json must carry to count as the proof of a finished run (docs/design.md,
 # Run folder): values may be null (e.g. no eval point), the keys may not be missing.
@@ -46,7 +65,8 @@ SUMMARY_STATUSES = ("done", "collapsed", "no_format")
 SUMMARY_FIELDS = ("status", "final_eval_success", "var_last20", "noise_floor", "theta", "stable", "n_eval",
                   "steps", "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
 # An `arena eval` summary ("kind": "eval"; arena/evaluation/runner.py build_eval_summary) has no
-# training curve, so none of the stability fields; a summary without "kind" is a training run's.
+# training curve, so none of the stability fields. A training run's says "kind": "train"
+# (arena/runs/summary.py build_summary); one without "kind" (an older arena's) reads as a training run's.
 EVAL_SUMMARY_FIELDS = ("status", "kind", "eval_id", "final_eval_success", "n_eval", "first_episode", "steps",
                        "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
 SUMMARY_FIELDS_BY_KIND = {"train": SUMMARY_FIELDS, "eval": EVAL_SUMMARY_FIELDS}
@@ -71,22 +91,93 @@ def check_name(key: str, value: object) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Results:
+    """Every path under one results_dir (module docstring); `root` is resolved on creation, so
+    two Results of the same folder are equal and every path they give is absolute."""
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    @classmethod
+    def of(cls, cfg) -> "Results":
+        """The Results of a run config's `results_dir`."""
+        return cls(cfg.results_dir)
+
+    def run(self, cell: str) -> Path:
+        return self.root / RUNS_DIR / cell
+
+    @property
+    def sweeps(self) -> Path:
+        return self.root / SWEEPS_DIR
+
+    def sweep(self, name: str) -> Path:
+        return self.sweeps / name
+
+    def manifest(self, name: str) -> Path:
+        return self.sweep(name) / MANIFEST_FILE
+
+    def cells(self, name: str) -> Path:
+        return self.sweep(name) / CELLS_DIR
+
+    def cell(self, name: str, cell: str) -> Path:
+        return self.cells(name) / cell
+
+    def search(self, name: str, arm: str, env: str) -> Path:
+        return self.sweep(name) / SEARCH_DIR / arm / env
+
+    def chosen(self, name: str, arm: str, env: str) -> Path:
+        return self.search(name, arm, env) / CHOSEN_FILE
+
+    def report(self, name: str) -> Path:
+        return self.sweep(name) / REPORT_DIR
+
+    def jobs(self, name: str) -> Path:
+        return self.sweep(name) / JOBS_DIR
+
+    @property
+    def evals(self) -> Path:
+        return self.root / EVALS_DIR
+
+    def eval_run(self, eval_id: str) -> Path:
+        return self.evals / eval_id
+
+    @property
+    def eval_table(self) -> Path:
+        return self.evals / EVAL_TABLE_FILE
+
+    def bc(self, bc_hash: str) -> Path:
+        return self.root / BC_DIR / bc_hash
+
+    def bc_model(self, bc_hash: str) -> Path:
+        return self.bc(bc_hash) / BC_MODEL_DIR
+
+    def bc_report(self, bc_hash: str) -> Path:
+        return self.bc(bc_hash) / BC_REPORT_FILE
+
+    def bc_lock(self, bc_hash: str) -> Path:
+        """bc/<hash>.lock: held by the one process training that checkpoint."""
+        return self.bc(bc_hash).with_name(f"{bc_hash}.lock")
+
+    def sweep_manifests(self) -> list[Path]:
+        """Every sweep's manifest.json, sorted (none when there is no sweeps/ folder)."""
+        return sorted(self.sweeps.glob(f"*/{MANIFEST_FILE}"))
+
+    def all_cells(self) -> list[Path]:
+        """Every cell folder of every sweep, sorted."""
+        return sorted(self.sweeps.glob(f"*/{CELLS_DIR}/*"))
+
+    def eval_summaries(self) -> list[Path]:
+        """The summary.json of every finished `arena eval` run folder under evals/, sorted."""
+        return sorted(self.evals.glob(f"*/{SUMMARY_FILE}"))
+
+
 def run_dir(cfg) -> Path:
+    """`out`, else <results_dir>/runs/<cell_id>: the folder `arena train` writes (both backends)."""
     if cfg.out:
         return Path(cfg.out).resolve()
-    return Path(cfg.results_dir).resolve() / "runs" / cell_id(cfg)
-
-
-def sweep_dir(results_dir: str | Path, name: str) -> Path:
-    return Path(results_dir).resolve() / SWEEPS_DIR / name
-
-
-def cell_dir(results_dir: str | Path, name: str, cell_id: str) -> Path:
-    return sweep_dir(results_dir, name) / CELLS_DIR / cell_id
-
-
-def manifest_file(results_dir: str | Path, name: str) -> Path:
-    return sweep_dir(results_dir, name) / MANIFEST_FILE
+    return Results.of(cfg).run(cell_id(cfg))
 
 
 def step_policy_dir(run_path: str | Path, step: int) -> Path:

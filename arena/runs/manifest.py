@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .layout import MANIFEST_FILE, SWEEPS_DIR, manifest_file
+from .layout import Results
 
 ROLES = ("report", "search")
 CELL_KEYS = ("arm", "env", "seed", "cell_id", "role", "method")
@@ -29,11 +29,11 @@ CELL_KEYS = ("arm", "env", "seed", "cell_id", "role", "method")
 def read_manifest(results_dir: str | Path, name: str) -> dict[str, Any]:
     """The manifest of sweep `name`; ValueError naming the file (or listing the sweeps that
     exist) when it is absent, unreadable or malformed."""
-    path = manifest_file(results_dir, name)
+    results = Results(results_dir)
+    path = results.manifest(name)
     if not path.exists():
-        root = Path(results_dir).resolve() / SWEEPS_DIR
-        found = sorted(p.parent.name for p in root.glob(f"*/{MANIFEST_FILE}")) if root.is_dir() else []
-        raise ValueError(f"no sweep {name!r} under {root} (no {path.name}); valid: {', '.join(found) or 'none'}")
+        found = [p.parent.name for p in results.sweep_manifests()]
+        raise ValueError(f"no sweep {name!r} under {results.sweeps} (no {path.name}); valid: {', '.join(found) or 'none'}")
     try:
         manifest = json.loads(path.read_text())
     except ValueError as exc:

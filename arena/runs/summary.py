@@ -26,6 +26,7 @@ def build_summary(
     stab = stability(points, total_steps, theta=theta, min_points=min_points, n_eval=n_eval)
     return {
         "status": status,
+        "kind": "train",  # a training run's (layout.SUMMARY_FIELDS_BY_KIND); an older one without it reads as train
         "collapse_reason": collapse_reason,
         "cell_id": cell_id,
         "final_eval_success": points[-1][1] if points else None,

@@ -36,13 +36,13 @@ def flat_config(cfg) -> dict[str, Any]:
 
 def wandb_run_id(cfg, cell: str, run_dir: Path) -> str:
     """`<cell>-<8 hex>`: the hex is sha256 of [scope, cell], scope = "sweep:<name>" for a sweep
-    cell (its folder is <results_dir>/sweeps/<name>/cells/<cell>, arena.runs.layout.cell_dir),
+    cell (its folder is <results_dir>/sweeps/<name>/cells/<cell>, arena.runs.layout.Results.cell),
     else "train:<run folder>" (`arena train`, also with name=). A resume (same sweep and cell, or
     the same run folder) gets the same id; nothing else shares it."""
-    from .layout import cell_dir
+    from .layout import Results
 
     folder = Path(run_dir).resolve()
-    in_sweep = bool(cfg.name) and folder == cell_dir(cfg.results_dir, str(cfg.name), cell)
+    in_sweep = bool(cfg.name) and folder == Results.of(cfg).cell(str(cfg.name), cell)
     scope = f"sweep:{cfg.name}" if in_sweep else f"train:{folder}"
     digest = hashlib.sha256(json.dumps([scope, cell]).encode()).hexdigest()[:8]
     return f"{cell}-{digest}"

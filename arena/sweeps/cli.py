@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_bad_input  # noqa: F401
-from arena.runs.layout import CELLS_DIR, ERROR_FILE
+from arena.runs.layout import ERROR_FILE
 
 _bad = print_bad_input
 
@@ -17,7 +17,7 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
     from .status import print_summary
 
     failed = sorted(cid for cid, state in outcome.items() if state != "done")
-    print_summary(plan.sweep_dir.parent.parent, plan.name, log=log)
+    print_summary(plan.results.root, plan.name, log=log)
     if plan.auto is not None:
         from .auto_sweep import summary_lines
 
@@ -25,7 +25,7 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
             log(line)
     if failed:
         log(f"[sweep] {len(failed)} cell(s) not done: " + ", ".join(
-            f"{cid} ({outcome[cid]}; see {plan.sweep_dir / CELLS_DIR / cid / ERROR_FILE})" for cid in failed))
+            f"{cid} ({outcome[cid]}; see {plan.results.cell(plan.name, cid) / ERROR_FILE})" for cid in failed))
         return EXIT_FAILED
     log(f"[sweep] all {len(outcome)} cells done: {plan.sweep_dir}")
     return EXIT_OK

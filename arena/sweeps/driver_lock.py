@@ -32,7 +32,7 @@ def sweep_driver_lock(plan) -> Iterator[None]:
     try:
         with open(plan.sweep_dir / ".manifest.lock", "a+") as gate:
             fcntl.flock(gate, fcntl.LOCK_EX)  # released when `gate` closes
-            rows = report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name)
+            rows = report_cells_on_disk(plan.results.root, plan.name)
             # a report cell is (arm, env, seed) and its cell id: the same arm/env/seed under another
             # config (another id) would supersede the live driver's cell in the manifest
             on_disk = None if rows is None else {(report_key(r), str(r["cell_id"])) for r in rows}

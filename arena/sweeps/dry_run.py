@@ -39,7 +39,7 @@ from typing import Callable, Optional
 
 import yaml
 
-from arena.runs.layout import CELLS_DIR, CONFIG_FILE, SUMMARY_FILE, SWEEPS_DIR
+from arena.runs.layout import CONFIG_FILE, SUMMARY_FILE, Results
 
 from .ledger import DONE, cell_state
 from .plan import SweepPlan, first_use_notices
@@ -80,8 +80,7 @@ def measured_paces(plan: SweepPlan) -> dict[tuple, list[float]]:
     own = [cell_pace(c.out) for c in plan.cells]
     found = [p for p in own if p is not None]
     if not found:
-        root = plan.sweep_dir.parent.parent / SWEEPS_DIR
-        found = [p for p in (cell_pace(d) for d in sorted(root.glob(f"*/{CELLS_DIR}/*"))) if p is not None]
+        found = [p for p in (cell_pace(d) for d in plan.results.all_cells()) if p is not None]
     paces: dict[tuple, list[float]] = {}
     for key, pace in found:
         paces.setdefault(key, []).append(pace)
@@ -107,7 +106,7 @@ def bc_seconds(cfgs: list) -> tuple[float, int]:
     for cfg in cfgs:
         try:
             took.setdefault(cfg.env.name, []).append(float(json.loads(
-                (Path(cfg.results_dir) / "bc" / bc_hash(cfg) / "bc.json").read_text())["seconds"]))
+                Results.of(cfg).bc_report(bc_hash(cfg)).read_text())["seconds"]))
         except (OSError, ValueError, KeyError, TypeError):
             todo.append(cfg)
     total = 0.0
@@ -198,7 +197,7 @@ def estimate_line(plan: SweepPlan, todo: list, bc: list, parallel: int) -> str:
     timed = max(e[1] for e in estimates)
     envs = sorted({c.cfg.env.name for c in todo})
     if timed:
-        basis = f"pace of {timed} finished cell(s) of this budget in {plan.sweep_dir.parent}"
+        basis = f"pace of {timed} finished cell(s) of this budget in {plan.results.sweeps}"
     else:
         basis = "no finished cell to time (of this budget and env): " + ", ".join(
             f"{e}'s pace {ENV_SECONDS_PER_EPISODE[e]} s per episode" if e in ENV_SECONDS_PER_EPISODE else

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from arena.backends import check_trainable
 from arena.config import cell_id
 from arena.runs import atomic_write_json
-from arena.runs.layout import MANIFEST_FILE
+from arena.runs.layout import Results
 
 from .grids import arm_overrides, override_strings
 
@@ -49,7 +49,7 @@ class Cell:
 class SweepPlan:
     name: str
     dimension: str
-    sweep_dir: Path
+    results: Results  # the results_dir; the sweep's folder is results.sweep(name)
     arms: list[dict[str, Any]]
     envs: list[str]
     seeds: list[int]
@@ -62,8 +62,12 @@ class SweepPlan:
     extra: dict[str, Any] = field(default_factory=dict)  # more manifest keys (seeds=auto: "auto_seeds")
 
     @property
+    def sweep_dir(self) -> Path:
+        return self.results.sweep(self.name)
+
+    @property
     def manifest_file(self) -> Path:
-        return self.sweep_dir / MANIFEST_FILE
+        return self.results.manifest(self.name)
 
     def write_manifest(self) -> None:
         atomic_write_json(self.manifest_file, {
@@ -94,7 +98,9 @@ def base_config(common: list[str], overrides: dict[str, Any], env: str) -> DictC
 
 
 def make_cell(base: DictConfig, *, arm: str, env: str, seed: int, role: str, overrides: dict[str, Any],
-              sweep_dir: Path, name: str, extra: Optional[dict] = None) -> Cell:
+              name: str, extra: Optional[dict] = None) -> Cell:
+    """Cell `name`'s (arm, env, seed) cell; its folder (cfg.out) is the cell's under the config's
+    results_dir (arena.runs.layout.Results.cell)."""
     cfg = base.copy()
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
@@ -102,7 +108,7 @@ def make_cell(base: DictConfig, *, arm: str, env: str, seed: int, role: str, ove
     cfg.name = name
     cfg.results_dir = str(Path(cfg.results_dir).resolve())
     cid = cell_id(cfg)
-    cfg.out = str((sweep_dir / "cells" / cid).resolve())
+    cfg.out = str(Results.of(cfg).cell(name, cid))
     if cfg.model.path:
         cfg.model.path = str(Path(cfg.model.path).resolve())
     OmegaConf.set_struct(cfg, True)
@@ -140,7 +146,7 @@ def expand(plan: SweepPlan, seeds_of: Optional[dict[str, list[int]]] = None) -> 
                 raise ValueError(f"{where}: arm {arm['name']!r}: {exc}") from exc
             for seed in plan.seeds if seeds_of is None else seeds_of[arm["name"]]:
                 cells.append(make_cell(base, arm=arm["name"], env=env, seed=seed, role=REPORT, overrides=overrides,
-                                       sweep_dir=plan.sweep_dir, name=plan.name))
+                                       name=plan.name))
     ids = [c.cell_id for c in cells]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})

@@ -79,7 +79,7 @@ def search_points(plan: SweepPlan, arm: dict, env: str) -> tuple[list[dict], lis
     for point in arm_points(resolve_po(first.cfg), load_table()):
         base = base_config(plan.common, {**overrides, **point}, env)
         cells = [make_cell(base, arm=arm["name"], env=env, seed=s, role=SEARCH, overrides={**overrides, **point},
-                           sweep_dir=plan.sweep_dir, name=plan.name, extra={"search_point": len(points)})
+                           name=plan.name, extra={"search_point": len(points)})
                  for s in first.cfg.search.seeds]
         if cells[0].cell_id not in seen:
             seen.add(cells[0].cell_id)
@@ -107,8 +107,8 @@ def one_search(plan: SweepPlan, arm: dict, env: str, log: Callable) -> Generator
     first = next(c for c in plan.cells if c.arm == arm["name"] and c.env == env)
     search_cfg, theta = first.cfg.search, float(first.cfg.stability.theta)
     mode, seeds = str(search_cfg.mode), list(search_cfg.seeds)
-    search_dir = plan.sweep_dir / "search" / arm["name"] / env
-    chosen_file = search_dir / "chosen.json"
+    search_dir = plan.results.search(plan.name, arm["name"], env)
+    chosen_file = plan.results.chosen(plan.name, arm["name"], env)
     if chosen_file.exists():
         return json.loads(chosen_file.read_text())
     points, trial_cells = search_points(plan, arm, env)
@@ -189,7 +189,7 @@ def search_then_report(plan: SweepPlan, run: Callable[[list[Cell]], dict], *, lo
     for (arm, env), pick in chosen.items():
         overrides = {**arm_overrides(arms[arm]), **pick["overrides"]}
         base = base_config(plan.common, overrides, env)
-        report += [make_cell(base, arm=arm, env=env, seed=s, role=REPORT, overrides=overrides, sweep_dir=plan.sweep_dir,
+        report += [make_cell(base, arm=arm, env=env, seed=s, role=REPORT, overrides=overrides,
                              name=plan.name, extra={"search_point": pick["point"], "search_stable": pick["stable"]})
                    for s in plan.seeds]
     plan.cells = report + search_cells

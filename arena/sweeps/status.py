@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from arena.runs.folder import RunFolder
-from arena.runs.layout import cell_dir, sweep_dir
+from arena.runs.layout import Results
 from arena.runs.manifest import read_manifest
 
 from .ledger import DONE, cell_state
@@ -17,11 +17,11 @@ from .ledger import DONE, cell_state
 EVAL_KEY = "eval/success_rate"  # the metrics row key of an eval point (arena/metric_keys.py)
 
 __all__ = ["arm_summary_rows", "cell_states", "print_plain_table", "print_summary", "read_manifest",
-           "status_lines", "sweep_dir"]
+           "status_lines"]
 
 
 def cell_states(results_dir: str | Path, manifest: dict) -> list[tuple[dict, str]]:
-    return [(row, cell_state(cell_dir(results_dir, manifest["name"], row["cell_id"]))) for row in manifest["cells"]]
+    return [(row, cell_state(Results(results_dir).cell(manifest["name"], row["cell_id"]))) for row in manifest["cells"]]
 
 
 def status_lines(results_dir: str | Path, name: str) -> list[str]:
@@ -33,7 +33,7 @@ def status_lines(results_dir: str | Path, name: str) -> list[str]:
     lines = [f"sweep {name} ({manifest['dimension']}): {len(rows)} cells: "
              + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("done", "busy", "failed", "missing"))]
     for row, state in rows:
-        run = RunFolder(cell_dir(results_dir, name, row["cell_id"]), expect_cell_id=row["cell_id"])
+        run = RunFolder(Results(results_dir).cell(name, row["cell_id"]), expect_cell_id=row["cell_id"])
         note = ""
         if state != DONE and run.foreign_cell():  # a copied folder: never run over, never scored
             note = f"  ({run.summary_problem()}; move this folder away, then rerun the sweep)"
@@ -80,7 +80,7 @@ def arm_summary_rows(results_dir: str | Path, name: str) -> list[dict]:
             groups.setdefault((row["arm"], row["env"]), []).append(row)
     out = []
     for (arm, env), rows in groups.items():
-        folders = [RunFolder(cell_dir(results_dir, name, r["cell_id"]), expect_cell_id=r["cell_id"]) for r in rows]
+        folders = [RunFolder(Results(results_dir).cell(name, r["cell_id"]), expect_cell_id=r["cell_id"]) for r in rows]
         summaries = [s for s in (f.summary() for f in folders) if s is not None]
         finals = [float(s["final_eval_success"]) for s in summaries if s.get("final_eval_success") is not None]
         mean, sd = mean_std(finals)

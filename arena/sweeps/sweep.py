@@ -109,7 +109,7 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     """Everything a sweep needs, fully validated; raises ValueError naming the key (and the grid
     file and line) with the valid choices, before anything is written or launched.
     `arms` replaces the grid (used by `arena search`, whose `dimension` names the sweep)."""
-    from arena.runs.layout import check_name, sweep_dir
+    from arena.runs.layout import Results, check_name
 
     from .launchers import launcher_names
 
@@ -132,13 +132,13 @@ def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPl
     results_dir = _results_dir(run)
     run = [a for a in run if not a.startswith("results_dir=")] + [f"results_dir={results_dir}"]
     auto = parse_auto(sweep.get("seeds", 3), sweep.get("max_seeds"), sweep.get("min_effect"))
-    plan = SweepPlan(name="", dimension=dimension, sweep_dir=results_dir, arms=arms,
+    plan = SweepPlan(name="", dimension=dimension, results=Results(results_dir), arms=arms,
                      envs=parse_envs(sweep.get("env", RUN_ENV_DEFAULT)),
                      seeds=parse_seeds(sweep.get("seeds", 3)) if auto is None else list(range(auto.first)),
                      common=run, arm_sources=sources)
     # the name is a folder under results_dir: a safe name (no "..", no "/") or exit 2
     name = check_name("name", sweep.get("name") or f"{dimension}-{budget_of(run)}")
-    plan.name, plan.sweep_dir = name, sweep_dir(results_dir, name)
+    plan.name = name
     plan.cells = expand(plan)  # validates every cell via load_config
     if auto is not None:
         if plan.cells[0].cfg.search.enabled:
@@ -177,9 +177,9 @@ def finished_cells_not_planned(plan: SweepPlan, cells: Optional[list] = None) ->
     planned = {report_key(c.manifest_row()): c.cell_id for c in (plan.cells if cells is None else cells)
                if c.role == "report"}
     left_out, superseded = [], []
-    for row in report_cells_on_disk(plan.sweep_dir.parent.parent, plan.name) or []:
+    for row in report_cells_on_disk(plan.results.root, plan.name) or []:
         key, cid = report_key(row), str(row["cell_id"])
-        if planned.get(key) == cid or not RunFolder(plan.sweep_dir / "cells" / cid, expect_cell_id=cid).done:
+        if planned.get(key) == cid or not RunFolder(plan.results.cell(plan.name, cid), expect_cell_id=cid).done:
             continue
         name = "/".join(map(str, key))
         if key in planned:
@@ -194,7 +194,7 @@ def superseded_note(plan: SweepPlan, superseded: list[str]) -> str:
     shown = ", ".join(superseded[:4]) + (" ..." if len(superseded) > 4 else "")
     return (f"[sweep] note: {len(superseded)} finished run(s) of sweep {plan.name!r} ran another config of the same "
             f"arm/env/seed and are superseded by this command's cells: {shown}. Their folders stay in "
-            f"{plan.sweep_dir / 'cells'}; the report will show this config's cells. To keep both, "
+            f"{plan.results.cells(plan.name)}; the report will show this config's cells. To keep both, "
             f"use another name=NAME for this sweep.")
 
 
@@ -250,7 +250,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
 
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]
-    executor = make_executor(options.launcher, plan.sweep_dir / "jobs", timeout_min=options.timeout_min)
+    executor = make_executor(options.launcher, plan.results.jobs(plan.name), timeout_min=options.timeout_min)
     threads = int(launcher_config(options.launcher).get("cpus") or 1) if kind != "debug" else None
     parallel = options.parallel
     for notice in first_use_notices(plan.cells):  # e.g. household's large pool, generated inside a job
@@ -266,7 +266,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
         staged.update(bc_hash(c) for c in bc_cfgs)
         if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
             log(f"[sweep] BC stage: {len(bc_cfgs)} checkpoint(s) to train or find cached, at most {parallel} at once "
-                f"(job logs: {plan.sweep_dir / 'jobs'})")
+                f"(job logs: {plan.results.jobs(plan.name)})")
         bc_jobs = run_bc_stage(bc_cfgs, executor=executor, env=env, threads=threads, bc_fn=bc_fn,
                                wait=kind != "slurm", log=log, parallel=parallel)
         if kind == "slurm" and bc_jobs:
@@ -274,7 +274,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
 
     bc_stage(plan.cells)
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
-    pool_dir = plan.sweep_dir / "jobs" / "pool" if kind == "local" else None
+    pool_dir = plan.results.jobs(plan.name) / "pool" if kind == "local" else None
     run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731
                                   train_fn=train_fn, fail_fast=options.fail_fast, progress_s=options.progress_s, log=log,
                                   pool_dir=pool_dir)

@@ -12,7 +12,7 @@ import pytest
 from arena.backends.embedded.run import run_training
 from arena.config import load_config
 from arena.evaluation.entry import eval_entry as eval_main
-from arena.runs.layout import cell_dir, manifest_file
+from arena.runs.layout import Results
 
 NAME = "hand-sanity"
 TRAIN = ["env=sanity", "budget=sanity", "steps=2", "test_freq=2", "eval.n=4", "wandb.enabled=false"]
@@ -24,7 +24,7 @@ def sweep(tmp_path_factory):
     cells = []
     for arm, seed in (("grpo", 0), ("grpo", 1), ("grpo_st", 0), ("grpo_st", 1), ("grpo_st", 2)):
         cell_id = f"{arm}-{seed}"
-        folder = cell_dir(root, NAME, cell_id)
+        folder = Results(root).cell(NAME, cell_id)
         cells.append({"arm": arm, "env": "sanity", "seed": seed, "cell_id": cell_id, "role": "report",
                       "method": arm, "overrides": {"po.method": arm}})
         if seed == 2:  # never finished: a config and no summary
@@ -32,7 +32,7 @@ def sweep(tmp_path_factory):
             continue
         cfg = load_config(TRAIN + [f"po.method={arm}", f"seed={seed}", f"results_dir={root}", f"out={folder}"])
         assert run_training(cfg, log=lambda *_: None) == 0
-    manifest_file(root, NAME).write_text(json.dumps({"name": NAME, "dimension": "aggregation",
+    Results(root).manifest(NAME).write_text(json.dumps({"name": NAME, "dimension": "aggregation",
                                                      "grid": ["grpo", "grpo_st"], "cells": cells}))
     return root
 
@@ -51,8 +51,8 @@ def test_every_finished_cell_is_one_eval_of_its_final_policy_then_the_arms_are_c
         assert (summary["n_eval"], summary["first_episode"], summary["env"]) == (6, 3, "sanity")
     # one eval per finished cell, labelled <sweep>/<arm>/<env>/s<seed>, of that cell's final policy
     assert sorted(summaries) == [f"{NAME}/{a}/sanity/s{s}" for a in ("grpo", "grpo_st") for s in (0, 1)]
-    config = (sweep / "evals").glob("*/config.yaml")
-    assert all(str(cell_dir(sweep, NAME, "")) in c.read_text() for c in config)  # model.path: a cell's policy
+    config = Results(sweep).evals.glob("*/config.yaml")
+    assert all(str(Results(sweep).cells(NAME)) in c.read_text() for c in config)  # model.path: a cell's policy
     # the comparison row: d_s = success_s(grpo_st) - success_s(grpo) in points, one env, mean over 2 seeds
     d = [100 * (summaries[f"{NAME}/grpo_st/sanity/s{s}"]["final_eval_success"]
                 - summaries[f"{NAME}/grpo/sanity/s{s}"]["final_eval_success"]) for s in (0, 1)]

@@ -55,3 +55,18 @@ def test_an_eval_summary_is_checked_against_the_eval_fields_not_the_training_one
     # a summary without "kind" is a training run's: the training fields are required
     run.summary_file.write_text(json.dumps({k: v for k, v in evaluated.items() if k != "kind"}))
     assert "lacks var_last20" in run.summary_problem()
+
+
+def test_a_training_summary_says_kind_train_and_an_older_one_without_kind_still_reads_as_train(tmp_path):
+    from arena.runs.summary import build_summary
+
+    # both backends' summaries come from build_summary: 2 eval points, 2 metrics rows
+    summary = build_summary(status="done", cell_id="c", points=[(0, 0.25), (2, 0.5)], history=[{"step": 1}, {"step": 2}],
+                            total_steps=2, theta=0.0025, min_points=5, n_eval=4, wall_seconds=1.0)
+    assert summary["kind"] == "train"
+    run = RunFolder(tmp_path / "c").create()
+    run.write_summary(summary)
+    assert run.done and run.summary()["kind"] == "train"
+    # an older arena's summary has no "kind": it is a training run's, and still the proof it finished
+    run.summary_file.write_text(json.dumps({k: v for k, v in summary.items() if k != "kind"}))
+    assert run.done and run.summary_problem() is None

@@ -5,9 +5,8 @@ import hashlib
 import json
 import re
 
-from arena.runs.layout import run_dir
 from arena.config import cell_id, load_config
-from arena.runs.layout import sweep_dir
+from arena.runs.layout import run_dir
 from arena.runs.wandb_log import wandb_init_kwargs
 from arena.sweeps.plan import make_cell
 
@@ -18,8 +17,7 @@ WANDB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 def _sweep_cell(results, name):
     base = load_config(ARGS + [f"results_dir={results}"])
-    cell = make_cell(base, arm="grpo", env="sanity", seed=0, role="report", overrides={},
-                     sweep_dir=sweep_dir(results, name), name=name)
+    cell = make_cell(base, arm="grpo", env="sanity", seed=0, role="report", overrides={}, name=name)
     return cell.cfg, cell.cell_id
 
 

@@ -63,9 +63,24 @@ def _base() -> DictConfig:
     return cfg
 
 
+def start_model_path(cfg: DictConfig) -> str:
+    """The checkpoint RL starts from, chosen as main.initial_model_path chooses it but without
+    touching disk: `model.path` (unless bc.source=rejection, where it only plays the rejection
+    rollouts), else the run's BC checkpoint <results_dir>/bc/<bc_hash>/model (the bc floor's key,
+    arena.runs.layout.Results.bc_model). run_training sets the path initial_model_path returns
+    (a run folder's final policy; the BC checkpoint, trained first when not cached)."""
+    from arena.bc.key import bc_hash
+    from arena.runs.layout import Results
+
+    if cfg.model.path and cfg.bc.source != "rejection":
+        return str(cfg.model.path)
+    return str(Results.of(cfg).bc_model(bc_hash(cfg)))
+
+
 def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, Any]:
     """Our run config -> {verl dotted key: value} (module docstring)."""
     from arena.config.load import resolve_po
+    from arena.runs.layout import CKPT_DIR, run_dir
 
     po = resolve_po(cfg)
     turn_samples = cfg.ppo_mini_batch_size or max(1, cfg.batch_envs * cfg.group_size // cfg.ppo_num_mini_batches)
@@ -73,11 +88,10 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
     mini = max(1, math.ceil(turn_samples / cfg.group_size))
     micro = micro_batch_rows(cfg, mini)
     run_name = f"{cfg.name or 'train'}/{cfg.arm or po.method or 'custom'}/{cfg.env.name}"
-    out_dir = cfg.out or os.path.join(cfg.results_dir, "runs", "verl")
     actor = "actor_rollout_ref.actor."
     rollout = "actor_rollout_ref.rollout."
     return {
-        "actor_rollout_ref.model.path": cfg.model.path or os.path.join(cfg.results_dir, "bc", "latest"),
+        "actor_rollout_ref.model.path": start_model_path(cfg),
         "data.train_batch_size": cfg.batch_envs,
         "data.max_response_length": cfg.env.max_new_tokens,
         "data.seed": cfg.seed,
@@ -119,7 +133,7 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         "trainer.test_freq": cfg.test_freq,
         "trainer.val_before_train": True,
         "trainer.resume_mode": "auto",
-        "trainer.default_local_dir": os.path.join(out_dir, "ckpt"),
+        "trainer.default_local_dir": str(run_dir(cfg) / CKPT_DIR),  # as main.runtime_overrides: RunFolder.ckpt
     }
 
 
