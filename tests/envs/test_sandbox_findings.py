@@ -261,7 +261,7 @@ def test_lone_surrogates_give_an_error_result_not_an_exception():
 def test_timed_out_probe_never_pins_a_mode(monkeypatch):
     """Every probe of the first (namespace) setup times out: `auto` raises and caches nothing,
     never choosing the next, weaker setup; once probes answer, the namespace setup is chosen."""
-    real_execute = sandbox._execute
+    real_execute, real_timeouts = sandbox._execute, sandbox.PROBE_TIMEOUTS
     calls = []
 
     def slow_namespaces(plan, code, **kwargs):
@@ -279,7 +279,9 @@ def test_timed_out_probe_never_pins_a_mode(monkeypatch):
         sandbox.mode_in_force("auto")
     assert len(calls) == 2 and all(label.startswith(("namespaces", "user-namespaces")) for label in calls)
     assert "auto" not in sandbox._PLANS
+    # the real probes with the real timeouts: 0.1/0.2 s time out on a loaded machine
     monkeypatch.setattr(sandbox, "_execute", real_execute)
+    monkeypatch.setattr(sandbox, "PROBE_TIMEOUTS", real_timeouts)
     assert sandbox.mode_in_force("auto").startswith(("namespaces", "user-namespaces"))
 
 
