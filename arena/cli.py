@@ -99,25 +99,10 @@ def _envs(args: Sequence[str]) -> int:
 def _config(args: Sequence[str]):
     from arena.config import BadConfig, load_config
 
-    _refuse_sweep_only_keys(args)
     try:
         return load_config(list(args))
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
-
-
-def _refuse_sweep_only_keys(args: Sequence[str]) -> None:
-    """`dimension=`, `seeds=`, `launcher=`, `fail_fast=` (arena.runs.layout.SWEEP_ONLY_KEYS) say
-    how a sweep expands and where its jobs go; a one-config command (`arena train`, `arena bc`) would
-    ignore them silently (`seeds=3` is not three runs), so they exit 2."""
-    from arena.runs.layout import SWEEP_ONLY_KEYS
-
-    for arg in args:
-        key = arg.split("=", 1)[0].lstrip("+~")
-        if key in SWEEP_ONLY_KEYS:
-            raise BadInput(f"{key}= is an option of `arena sweep` (it expands a grid and launches its cells); this "
-                           f"command runs one config here and would ignore it. valid: drop {key}=, or run "
-                           f"`arena sweep dimension=NAME {arg} ...`; for one seed of a run use seed=N")
 
 
 def check_runs_here(cfg, *, backend: bool = True) -> None:

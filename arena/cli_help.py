@@ -1,6 +1,7 @@
 """`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its value
 and meaning. The meanings are read from where each key is defined (arena.config.field_docs):
-the run config schema (arena/config/schema.py), the sweep's own keys (arena/sweeps/sweep.py),
+the run config schema (arena/config/schema.py), the argument dataclasses of sweep, search and
+status (arena/config/verb_args.py, with each key's type),
 the eval and serve options (arena/evaluation/options.py). A run config key shows the value the
 run would get with the command line's env=, budget= and other keys, and the file that sets it
 (arena.config.effective) (docs/design.md, CLI grammar and exit codes).
@@ -38,9 +39,8 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
     line sets it, where: `steps=50 ... [configs/budget/default.yaml]`; valid values where fixed."""
     from arena.config.effective import SCHEMA, effective_values
     from arena.config.schema import CHOICES, RunConfig
-    from arena.runs.layout import SWEEP_ONLY_KEYS
 
-    hidden = set(HIDDEN_RUN_KEYS) | set(SWEEP_ONLY_KEYS) | set(leave_out)
+    hidden = set(HIDDEN_RUN_KEYS) | set(leave_out)
     docs = [d for d in dataclass_docs(RunConfig) if d.key not in hidden]
     values, sources, problem = effective_values(args, [d.key for d in docs])
     out = []
@@ -80,10 +80,11 @@ def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc
             (_RUN_TITLE + ", for every cell", run_keys(args, leave_out=SWEEP_SETS))]
 
 
-def _sweep_keys(leave_out: tuple[str, ...] = ()) -> list[KeyDoc]:
-    from arena.sweeps import sweep
+def _verb_keys(name: str) -> list[KeyDoc]:
+    """A verb's own keys, generated from its argument dataclass (arena.config.verb_args)."""
+    from arena.config import verb_args
 
-    return [d for d in dict_docs(sweep, "SWEEP_KEYS") if d.key not in leave_out]
+    return verb_args.verb_key_docs(getattr(verb_args, name))
 
 
 def method_names() -> list[str]:
@@ -97,10 +98,9 @@ def _methods_key() -> list[KeyDoc]:
 
 
 def _search_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    method = _methods_key()[0]
-    return [("Search keys", [KeyDoc("method", None, method.doc.replace("one preset (default: all", "the preset"
-                                                                        " to search (required"))]
-             + _sweep_keys(leave_out=("dimension", "grid"))), *_sweep_run_sections(args)]
+    keys = _verb_keys("SearchArgs")  # `method` first: the preset names are read from their source
+    keys[0] = KeyDoc(keys[0].key, keys[0].default, f"{keys[0].doc}; valid: {' | '.join(method_names())}")
+    return [("Search keys", keys), *_sweep_run_sections(args)]
 
 
 def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
@@ -168,12 +168,11 @@ VERB_HELP: dict[str, VerbHelp] = {
                       "Run every arm x env x seed cell of a grid that is not done, then print its table. Keys not "
                       "listed under Sweep keys are run config keys given to every cell; a key an arm of the grid "
                       "sets is refused (the arm's value would win).",
-                      lambda args=(): [("Sweep keys", _sweep_keys()), *_sweep_run_sections(args)]),
+                      lambda args=(): [("Sweep keys", _verb_keys("SweepArgs")), *_sweep_run_sections(args)]),
     "search": VerbHelp("arena search method=NAME [key=value ...] [--dry-run]",
                        "A one-arm sweep with the stability search on (search.*).", _search_sections),
     "status": VerbHelp("arena status name=NAME [results_dir=...]", "A sweep's state read from disk alone.",
-                       lambda args=(): [("Keys", [KeyDoc("name", None, "the sweep; required"),
-                                                  KeyDoc("results_dir", "results", "where the sweeps are")])]),
+                       lambda args=(): [("Keys", _verb_keys("StatusArgs"))]),
     "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.", _report_sections),
     "findings": VerbHelp("arena findings [results_dir=DIR | csv=PATH] [out=DIR]",
                          "The paper's findings tested on the sweeps of a results dir: for each comparison, the "

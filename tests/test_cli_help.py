@@ -18,25 +18,22 @@ def leaf_keys(cls, prefix=""):
     return out
 
 
-SWEEP_ONLY = ["dimension", "seeds", "launcher", "fail_fast"]  # RunConfig keys only `arena sweep` reads
-
-
 def own_keys(verb):
     """The keys each verb's own parser accepts, read from where the parser reads them. A run
     config key is listed once: env.name is the env= group's, arm is set by the sweep, the
-    budget is the budget= group's, the sweep-only keys are the sweep's own, and a sweep sets each
-    cell's seed and name."""
+    budget is the budget= group's, the sweep's own keys are SweepArgs', and a sweep sets each
+    cell's seed and name. The keys of sweep, search and status are their argument dataclasses'
+    fields (arena.config.verb_args)."""
     from arena.analysis.findings import KEYS as FINDINGS_KEYS
     from arena.analysis.report import KEYS as REPORT_KEYS
+    from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs
     from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
-    from arena.sweeps.sweep import SWEEP_KEYS
 
-    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm", *SWEEP_ONLY]]
+    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm"]]
     sweep_run = [k for k in run if k not in ("env", "seed", "name")]
     return {"train": run, "bc": run, "verl-config": run,
-            "sweep": list(SWEEP_KEYS) + sweep_run,
-            "search": ["method"] + [k for k in SWEEP_KEYS if k not in ("dimension", "grid")] + sweep_run,
-            "status": ["name", "results_dir"], "report": list(REPORT_KEYS), "findings": list(FINDINGS_KEYS),
+            "sweep": leaf_keys(SweepArgs) + sweep_run, "search": leaf_keys(SearchArgs) + sweep_run,
+            "status": leaf_keys(StatusArgs), "report": list(REPORT_KEYS), "findings": list(FINDINGS_KEYS),
             "methods": ["method"], "envs": ["play", "check", "env", "seed", "n", "<kwarg>"],
             "eval": list(DEFAULTS) + ["n", "seed"] + [k for k in run if k != "seed"], "serve": list(SERVE_DEFAULTS)}[verb]
 

@@ -19,9 +19,12 @@ from .schema import CHOICES, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
-# Keys that do not change what a run computes (docs/design.md, Run folder) plus sweep-only keys.
-NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", "search", "wandb",
-                  "dimension", "seeds", "fail_fast", "tool_sandbox")  # tool_sandbox: a record in config.yaml, not a key
+# Keys that do not change what a run computes (docs/design.md, Run folder). tool_sandbox: a
+# record in config.yaml, not a key. dimension, seeds, launcher, fail_fast: the sweep's own keys
+# (arena.config.verb_args.SweepArgs), which RunConfig held once; a config.yaml written then holds
+# them, and it must still hash to its folder's id (arena.runs.folder.summary_owner reads one).
+NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "stability", "search", "wandb", "tool_sandbox",
+                  "dimension", "seeds", "launcher", "fail_fast")
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
 # A top-level key has the section None.
@@ -70,19 +73,21 @@ def _normalise(overrides: Iterable[str] | Mapping[str, Any]) -> list[str]:
         key = ov.split("=", 1)[0].lstrip("+~")
         if "=" not in ov and not ov.startswith("~"):
             raise BadConfig(f"expected key=value, got {ov!r}")
-        check_key(key)
+        check_key(key, ov)
         if key.startswith(OPEN_NAMESPACES) and not ov.startswith("+"):
             ov = "++" + ov  # open dicts: add or replace
         out.append(ov)
     return out
 
 
-def check_key(key: str) -> None:
+def check_key(key: str, arg: str = "") -> None:
     """BadConfig for a key no run reads, before Hydra sees it: `hydra.*` (Hydra's app settings,
-    which compose ignores), `launcher.*` (a launcher's settings live in its file), and a key
+    which compose ignores), `launcher.*` (a launcher's settings live in its file), a key of
+    `arena sweep` (`seeds=3` is not three runs: arena.config.verb_args.sweep_only_keys), and a key
     outside the schema, `+foo=1` included (Hydra would add it: it would do nothing, yet change
     every cell id). The message names the close matches only."""
     from .args import hydra_key_message, unknown_key_message
+    from .verb_args import sweep_only_keys, sweep_only_message
 
     if key == "hydra" or key.startswith("hydra."):
         raise BadConfig(hydra_key_message(key))
@@ -92,6 +97,8 @@ def check_key(key: str) -> None:
                         f"configs/launcher/slurm.yaml to configs/launcher/<mine>.yaml, edit it, and pass launcher=<mine>")
     if key in valid_keys() or key.startswith(OPEN_NAMESPACES):
         return
+    if key in sweep_only_keys():
+        raise BadConfig(sweep_only_message(key, arg.lstrip("+~") or f"{key}=..."))
     raise BadConfig(unknown_key_message(key, valid_keys()))
 
 
