@@ -42,16 +42,12 @@ def _int_option(opts: dict, key: str, default: int, low: int) -> int:
 
 def _methods(args: Sequence[str]) -> int:
     """List the method presets with their resolved members and hyperparameters."""
-    from arena.config.args import unknown_key_message
+    from arena.config.verb_args import MethodsArgs, parse_own_args
     from arena.po.compose import resolve
     from arena.po.methods import METHODS
 
-    opts = parse_overrides(args)
-    unknown = sorted(set(opts) - {"method"})
-    if unknown:
-        raise BadInput(unknown_key_message(unknown[0], ["method"]))
-    wanted = str(opts.get("method", ""))
-    names = [next((m for m in METHODS if m.lower() == wanted.lower()), wanted)] if "method" in opts else list(METHODS)
+    wanted = parse_own_args(MethodsArgs, args).args.method
+    names = list(METHODS) if wanted is None else [next((m for m in METHODS if m.lower() == wanted.lower()), wanted)]
     for name in names:
         try:
             po = resolve({"method": name})
@@ -175,7 +171,7 @@ def _findings(args: Sequence[str]) -> int:
     dir's sweeps or on committed run tables (arena/analysis/findings.py)."""
     from arena.analysis.findings import main as findings_main
 
-    return findings_main(parse_overrides(args))
+    return findings_main(list(args))
 
 
 def _verl_config(args: Sequence[str]) -> int:

@@ -1,7 +1,7 @@
 """`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its value
 and meaning. The meanings are read from where each key is defined (arena.config.field_docs):
-the run config schema (arena/config/schema.py), the argument dataclasses of sweep, search and
-status (arena/config/verb_args.py, with each key's type),
+the run config schema (arena/config/schema.py), the argument dataclasses of sweep, search,
+status, report, findings and methods (arena/config/verb_args.py, with each key's type),
 the eval and serve options (arena/evaluation/options.py). A run config key shows the value the
 run would get with the command line's env=, budget= and other keys, and the file that sets it
 (arena.config.effective) (docs/design.md, CLI grammar and exit codes).
@@ -92,15 +92,14 @@ def method_names() -> list[str]:
     return dict_literal_keys(PACKAGE_DIR / "po" / "methods.py", "PRESET_TABLE")
 
 
-def _methods_key() -> list[KeyDoc]:
-    return [KeyDoc("method", None, f"one preset (default: all; any case: SAPO_SM = sapo_sm); valid: "
-                                   f"{' | '.join(method_names())}")]
+def _with_methods(keys: list[KeyDoc]) -> list[KeyDoc]:
+    """`method`'s line with the preset names (read from their source) as its valid values."""
+    return [KeyDoc(k.key, k.default, f"{k.doc}; valid: {' | '.join(method_names())}") if k.key == "method" else k
+            for k in keys]
 
 
 def _search_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    keys = _verb_keys("SearchArgs")  # `method` first: the preset names are read from their source
-    keys[0] = KeyDoc(keys[0].key, keys[0].default, f"{keys[0].doc}; valid: {' | '.join(method_names())}")
-    return [("Search keys", keys), *_sweep_run_sections(args)]
+    return [("Search keys", _with_methods(_verb_keys("SearchArgs"))), *_sweep_run_sections(args)]
 
 
 def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
@@ -112,36 +111,6 @@ def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
                       KeyDoc("seed", 0, "the episode seed (play); valid: an integer >= 0"),
                       KeyDoc("n", 100, "episodes (check); valid: an integer >= 1"),
                       KeyDoc("<kwarg>", None, "any other key is one of the environment's env.kwargs")])]
-
-
-REPORT_KEYS = {"name": ("the sweep (results_dir/sweeps/<name>); required", None),
-               "results_dir": ("where the sweeps are", "results"),
-               "baseline": ("the arm the others are compared with", None),
-               "allow_mixed": ("report runs of mixed code/configs; valid: true | false", False),
-               "wandb": ("also log the tables and figures to W&B; valid: true | false", False),
-               "evals": ("instead of a sweep: the table of every `arena eval` run under results_dir/evals/ "
-                         "(docs/eval.md); valid: true | false", False),
-               "min_effect": ("points: the difference a \"no difference\" verdict must rule out "
-                              "(docs/methods.md, Statistics)", 5.0)}
-FINDINGS_KEYS = {"results_dir": ("read every sweep under results_dir/sweeps/ (its report runs)", "results"),
-                 "csv": ("instead: committed run tables, one <name>_runs.csv file or a folder of them "
-                         "(docs/findings)", None),
-                 "out": ("also write out/findings.md and out/findings.csv", None),
-                 "min_effect": ("points: the difference a \"no difference\" verdict must rule out", 5.0)}
-
-
-def _keys_from_source(module_file: str, docs: dict[str, tuple[str, object]]) -> list[tuple[str, list[KeyDoc]]]:
-    """The KEYS of arena/analysis/<module_file> (read from its source: it imports pandas), documented."""
-    keys = dict_literal_keys(PACKAGE_DIR / "analysis" / module_file, "KEYS")
-    return [("Keys", [KeyDoc(k, docs.get(k, ("", None))[1], docs.get(k, ("", None))[0]) for k in keys])]
-
-
-def _report_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    return _keys_from_source("report.py", REPORT_KEYS)
-
-
-def _findings_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    return _keys_from_source("findings.py", FINDINGS_KEYS)
 
 
 def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
@@ -173,14 +142,16 @@ VERB_HELP: dict[str, VerbHelp] = {
                        "A one-arm sweep with the stability search on (search.*).", _search_sections),
     "status": VerbHelp("arena status name=NAME [results_dir=...]", "A sweep's state read from disk alone.",
                        lambda args=(): [("Keys", _verb_keys("StatusArgs"))]),
-    "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.", _report_sections),
+    "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.",
+                       lambda args=(): [("Keys", _verb_keys("ReportArgs"))]),
     "findings": VerbHelp("arena findings [results_dir=DIR | csv=PATH] [out=DIR]",
                          "The paper's findings tested on the sweeps of a results dir: for each comparison, the "
                          "paper's number, the paired difference with its interval and verdict, the seeds, sweep, "
                          "budget and commit; a comparison no sweep holds names the command that makes it "
-                         "(docs/testbed.md, Findings table).", _findings_sections),
+                         "(docs/testbed.md, Findings table).",
+                         lambda args=(): [("Keys", _verb_keys("FindingsArgs"))]),
     "methods": VerbHelp("arena methods [method=NAME]", "The method presets with their resolved members and "
-                        "hyperparameters.", lambda args=(): [("Keys", _methods_key())]),
+                        "hyperparameters.", lambda args=(): [("Keys", _with_methods(_verb_keys("MethodsArgs")))]),
     "envs": VerbHelp("arena envs play|check env=NAME [key=value ...]", "Play an environment by hand or check its "
                      "expert.", _envs_sections),
     "verl-config": VerbHelp("arena verl-config key=value ... [verl.<dotted.path>=value ...]",

@@ -24,17 +24,15 @@ def own_keys(verb):
     budget is the budget= group's, the sweep's own keys are SweepArgs', and a sweep sets each
     cell's seed and name. The keys of sweep, search and status are their argument dataclasses'
     fields (arena.config.verb_args)."""
-    from arena.analysis.findings import KEYS as FINDINGS_KEYS
-    from arena.analysis.report import KEYS as REPORT_KEYS
-    from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs
+    from arena.config.verb_args import FindingsArgs, MethodsArgs, ReportArgs, SearchArgs, StatusArgs, SweepArgs
     from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
 
     run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm"]]
     sweep_run = [k for k in run if k not in ("env", "seed", "name")]
     return {"train": run, "bc": run, "verl-config": run,
             "sweep": leaf_keys(SweepArgs) + sweep_run, "search": leaf_keys(SearchArgs) + sweep_run,
-            "status": leaf_keys(StatusArgs), "report": list(REPORT_KEYS), "findings": list(FINDINGS_KEYS),
-            "methods": ["method"], "envs": ["play", "check", "env", "seed", "n", "<kwarg>"],
+            "status": leaf_keys(StatusArgs), "report": leaf_keys(ReportArgs),
+            "findings": leaf_keys(FindingsArgs), "methods": leaf_keys(MethodsArgs), "envs": ["play", "check", "env", "seed", "n", "<kwarg>"],
             "eval": list(DEFAULTS) + ["n", "seed"] + [k for k in run if k != "seed"], "serve": list(SERVE_DEFAULTS)}[verb]
 
 

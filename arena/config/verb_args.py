@@ -1,5 +1,6 @@
 """One argument grammar for every verb (docs/design.md, CLI grammar and exit codes): a verb's
-own keys are the fields of its argument dataclass (`SweepArgs`, `SearchArgs`, `StatusArgs`),
+own keys are the fields of its argument dataclass (`SweepArgs`, `SearchArgs`, `StatusArgs`,
+`ReportArgs`, `FindingsArgs`, `MethodsArgs`),
 and `parse_args(cls, args)` reads a command line with Hydra's override grammar
 (`OverridesParser`), takes the dataclass's keys out typed, and passes every other key through,
 in order, as run config overrides (for `load_config`, that is Hydra's compose).
@@ -61,6 +62,38 @@ class StatusArgs:
     results_dir: str = "results"  # where the sweeps are
 
 
+# The points a "no difference" verdict must rule out unless min_effect= says otherwise: the
+# report's MIN_EFFECT (arena.analysis.verdicts, which imports numpy; tests check they agree).
+MIN_EFFECT = 5.0
+
+
+@dataclass
+class ReportArgs:
+    """`arena report`: a sweep's tables and figures."""
+    name: Optional[str] = None  # the sweep (results_dir/sweeps/<name>); required
+    results_dir: str = "results"  # where the sweeps are
+    baseline: Optional[str] = None  # the arm the others are compared with
+    allow_mixed: bool = False  # report runs of mixed code/configs
+    wandb: bool = False  # also log the tables and figures to W&B
+    evals: bool = False  # instead of a sweep: the table of every `arena eval` run under results_dir/evals/ (docs/eval.md)
+    min_effect: float = MIN_EFFECT  # points: the difference a "no difference" verdict must rule out (docs/methods.md, Statistics)
+
+
+@dataclass
+class FindingsArgs:
+    """`arena findings`: the paper's findings tested on a results dir's sweeps or on run tables."""
+    results_dir: str = "results"  # read every sweep under results_dir/sweeps/ (its report runs)
+    csv: Optional[str] = None  # instead: committed run tables, one <name>_runs.csv file or a folder of them (docs/findings)
+    out: Optional[str] = None  # also write out/findings.md and out/findings.csv
+    min_effect: float = MIN_EFFECT  # points: the difference a "no difference" verdict must rule out
+
+
+@dataclass
+class MethodsArgs:
+    """`arena methods`: the method presets."""
+    method: Optional[str] = None  # one preset (default: all; any case: SAPO_SM = sapo_sm)
+
+
 @dataclass(frozen=True)
 class Parsed(Generic[T]):
     args: T  # the verb's dataclass, its keys typed
@@ -76,13 +109,18 @@ def own_fields(cls: type) -> list[dataclasses.Field]:
     return [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]
 
 
+def verb_keys(cls: type) -> list[str]:
+    """A verb's own keys, in `--help`'s order."""
+    return [f.name for f in own_fields(cls)]
+
+
 def sweep_only_keys() -> tuple[str, ...]:
     """The keys of `arena sweep` that no run config has (dimension, seeds, launcher, fail_fast,
     ...): a one-config command (`arena train seeds=3`) refuses them, naming `arena sweep`."""
     from .schema import RunConfig
 
     run = {f.name for f in dataclasses.fields(RunConfig)}
-    return tuple(f.name for f in own_fields(SweepArgs) if f.name not in run)
+    return tuple(k for k in verb_keys(SweepArgs) if k not in run)
 
 
 def sweep_only_message(key: str, arg: str) -> str:
@@ -152,10 +190,19 @@ def parse_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
     return Parsed(cls(**values), frozenset(values), overrides)
 
 
+def parse_own_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
+    """parse_args for a verb that takes its own keys only (status, report, findings, methods):
+    any other key exits 2 naming the close match and the valid keys."""
+    parsed = parse_args(cls, args)
+    for override in parse_overrides(parsed.overrides):
+        raise unknown_verb_key(override.key_or_group, cls)
+    return parsed
+
+
 def unknown_verb_key(key: str, cls: type) -> BadArgument:
     """`unknown key 'nmae'; did you mean name? valid keys: name, results_dir` for a verb that
     takes only its own keys (few enough to list)."""
-    valid = [f.name for f in own_fields(cls)]
+    valid = verb_keys(cls)
     near = close_matches(key, valid)
     return BadArgument(f"unknown key {key!r}; {f'did you mean {near[0]}? ' if near else ''}valid keys: {', '.join(valid)}")
 

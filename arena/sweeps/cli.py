@@ -109,15 +109,13 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
 def status_main(args: list[str], log: Callable = print) -> int:
     """`arena status name=NAME [results_dir=...]`: the sweep's state from disk alone (the keys:
     arena.config.verb_args.StatusArgs)."""
-    from arena.config.verb_args import StatusArgs, parse_args, parse_overrides, unknown_verb_key
+    from arena.config.verb_args import StatusArgs, parse_own_args
     from arena.runs.layout import check_name
 
     from .status import status_lines
 
     try:
-        parsed = parse_args(StatusArgs, args)
-        for override in parse_overrides(parsed.overrides):  # status takes its own keys only
-            raise unknown_verb_key(override.key_or_group, StatusArgs)
+        parsed = parse_own_args(StatusArgs, args)  # status takes its own keys only
         if parsed.args.name is None:
             raise ValueError("needs name=SWEEP; valid keys: name, results_dir")
         check_name("name", parsed.args.name)  # a folder under results_dir/sweeps, never a path

@@ -78,3 +78,21 @@ def test_budget_given_twice_on_search_is_the_last_for_its_name_and_cells(tmp_pat
     report = next(line.split() for line in lines if line.split()[:1] == ["report"])
     assert report[5] == "40", report
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_the_default_min_effect_is_the_report_s():
+    from arena.analysis.verdicts import MIN_EFFECT
+    from arena.config.verb_args import FindingsArgs, ReportArgs
+
+    assert ReportArgs().min_effect == FindingsArgs().min_effect == MIN_EFFECT
+
+
+def test_verbs_that_take_their_own_keys_only_name_the_close_match_and_the_valid_keys(capsys):
+    from arena.cli import main
+
+    for argv, fragment in ((["status", "nmae=x"], "did you mean name? valid keys: name, results_dir"),
+                           (["methods", "methd=grpo"], "did you mean method? valid keys: method"),
+                           (["report", "allow_mixed=maybe", "name=x"], "allow_mixed='maybe': valid: true or false"),
+                           (["findings", "csvv=x"], "did you mean csv?")):
+        assert main(argv) == 2, argv
+        assert fragment in capsys.readouterr().err, argv
