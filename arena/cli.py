@@ -8,8 +8,6 @@ import errno
 import sys
 from typing import Callable, Sequence
 
-import yaml
-
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, print_bad_input  # noqa: F401
 from arena.cli_help import VERB_HELP, help_text, overview
 
@@ -17,19 +15,11 @@ HELP_FLAGS = ("-h", "--help")
 
 
 def parse_overrides(args: Sequence[str]) -> dict:
-    """`key=value` pairs -> dict; values parsed as YAML scalars/lists (`seeds=[0,5]`)."""
-    out = {}
-    for arg in args:
-        if "=" not in arg:
-            raise BadInput(f"expected key=value, got {arg!r} (e.g. method=gspo env=sokoban)")
-        key, _, raw = arg.partition("=")
-        if not key:
-            raise BadInput(f"empty key in {arg!r}")
-        try:
-            out[key] = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            out[key] = raw
-    return out
+    """`key=value` pairs -> {key: value}, values typed by Hydra's grammar (`seeds=[0,5]` a list,
+    `n=3` an int), the last occurrence of a key winning (arena.config.verb_args.parse_key_values)."""
+    from arena.config.verb_args import parse_key_values
+
+    return parse_key_values(args)
 
 
 def _int_option(opts: dict, key: str, default: int, low: int) -> int:
@@ -236,6 +226,19 @@ def _version() -> str:
         return "arena (not installed: run from a checkout)"
 
 
+def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
+    """The variable an eval's `api_key_env=` names (its value is a key: never warned about), by
+    the one grammar; none when the command line does not parse (the verb then says why)."""
+    from arena.config.args import BadArgument
+    from arena.config.verb_args import last_value
+
+    try:
+        name = last_value(args, "api_key_env")
+    except BadArgument:
+        return ()
+    return (str(name),) if name else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from arena.config.args import BadArgument, check_flags
 
@@ -261,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from arena.env_vars import BadEnvironment, check_environment
 
     try:  # every ARENA_* variable, before anything runs (arena/env_vars.py)
-        check_environment(ignore=tuple(a.split("=", 1)[1] for a in rest if a.startswith("api_key_env=")))
+        check_environment(ignore=_api_key_envs(rest))
     except BadEnvironment as exc:
         return print_bad_input(verb, exc)
 

@@ -199,6 +199,21 @@ def parse_own_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
     return parsed
 
 
+def parse_key_values(args: Sequence[str]) -> dict[str, Any]:
+    """{key: typed value} of a verb whose keys are a table, not a dataclass (`envs`' env kwargs,
+    `eval`'s and `serve`'s option tables): the same grammar, the last occurrence winning. A comma
+    list and a `+`/`~` prefix exit 2 (one key, one value)."""
+    out = {}
+    for arg, override in zip(args, parse_overrides(args)):
+        key = override.key_or_group
+        if override.is_delete() or override.is_add() or override.is_force_add():
+            raise BadArgument(f"{arg!r}: valid: {key}=VALUE (this command takes no +key or ~key)")
+        if override.is_sweep_override():
+            raise BadArgument(comma_list_message(key, ",".join(map(str, override.value().list))))
+        out[key] = override.value()
+    return out
+
+
 def unknown_verb_key(key: str, cls: type) -> BadArgument:
     """`unknown key 'nmae'; did you mean name? valid keys: name, results_dir` for a verb that
     takes only its own keys (few enough to list)."""

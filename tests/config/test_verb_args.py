@@ -96,3 +96,15 @@ def test_verbs_that_take_their_own_keys_only_name_the_close_match_and_the_valid_
                            (["findings", "csvv=x"], "did you mean csv?")):
         assert main(argv) == 2, argv
         assert fragment in capsys.readouterr().err, argv
+
+
+def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refused():
+    # eval, serve and envs take a table of keys (their options, an env's kwargs): the same grammar
+    from arena.config.verb_args import parse_key_values
+
+    got = parse_key_values(["n=3", "base_url=http://127.0.0.1:8000/v1", "n=5", "label='a b'", "env.kwargs.dim=[7,7]"])
+    assert got == {"n": 5, "base_url": "http://127.0.0.1:8000/v1", "label": "a b", "env.kwargs.dim": [7, 7]}
+    with pytest.raises(BadArgument, match="a comma list is Hydra's multirun syntax"):
+        parse_key_values(["po.method=grpo,gspo"])
+    with pytest.raises(BadArgument, match="takes no"):
+        parse_key_values(["~n"])
