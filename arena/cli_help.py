@@ -56,10 +56,10 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
 
 
 def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
-    from arena.config.effective import run_overrides
+    from arena.config.effective import chosen_groups
     from arena.config.load import GROUPS, group_options
 
-    chosen = {a.partition("=")[0]: a.partition("=")[2] for a in run_overrides(args)}
+    chosen = chosen_groups(args)
     meaning = {"env": "the environment: configs/env/<name>.yaml (sets env.*)",
                "budget": "a size preset (steps, batch, eval, BC stop): configs/budget/<name>.yaml"}
     return [KeyDoc(g, chosen.get(g, "sokoban" if g == "env" else "default"),

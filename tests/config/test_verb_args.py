@@ -108,3 +108,12 @@ def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refu
         parse_key_values(["po.method=grpo,gspo"])
     with pytest.raises(BadArgument, match="takes no"):
         parse_key_values(["~n"])
+
+
+def test_help_shows_the_last_budget_given_twice():
+    from arena.cli_help import help_text
+
+    lines = help_text("train", TWICE).splitlines()
+    assert any(line.startswith("  budget=stress ") for line in lines)
+    steps = next(line for line in lines if line.startswith("  steps="))
+    assert steps.startswith("  steps=40 ") and "[configs/budget/stress.yaml" in steps, steps
