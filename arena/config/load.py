@@ -66,18 +66,44 @@ def _valid_keys(node: Any = None, prefix: str = "") -> list[str]:
 
 
 def _normalise(overrides: Iterable[str] | Mapping[str, Any]) -> list[str]:
+    return [ov for ov, _ in _normalise_parsed(overrides)]
+
+
+def _normalise_parsed(overrides: Iterable[str] | Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(override as Hydra gets it, Hydra's parse of it) for each override: every key checked
+    (check_key), an open namespace's keys made `++` (add or replace). Read with the one grammar
+    (arena.config.verb_args.parse_overrides); BadConfig for what it does not parse."""
+    from .args import BadArgument
+    from .verb_args import parse_overrides
+
     if isinstance(overrides, Mapping):
         overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in overrides.items()]
+    overrides = list(overrides)
+    try:
+        parsed = parse_overrides(overrides)
+    except BadArgument as exc:
+        raise BadConfig(str(exc)) from exc
     out = []
-    for ov in overrides:
-        key = ov.split("=", 1)[0].lstrip("+~")
-        if "=" not in ov and not ov.startswith("~"):
-            raise BadConfig(f"expected key=value, got {ov!r}")
+    for ov, override in zip(overrides, parsed):
+        key = override.key_or_group
         check_key(key, ov)
-        if key.startswith(OPEN_NAMESPACES) and not ov.startswith("+"):
+        if key.startswith(OPEN_NAMESPACES) and not ov.startswith(("+", "~")):
             ov = "++" + ov  # open dicts: add or replace
-        out.append(ov)
+        out.append((ov, override))
     return out
+
+
+def _check_group(key: str, override) -> None:
+    """BadConfig unless a config group's override names one of its files (`env=sokoban`): a comma
+    list is Hydra's multirun syntax, a list or another name is no file of the group."""
+    from .args import comma_list_message
+
+    if override.is_sweep_override():
+        raise BadConfig(comma_list_message(key, ",".join(map(str, override.value().list))))
+    value = "" if override.is_delete() else override.value()
+    value = value if isinstance(value, str) else override.get_value_element_as_str()  # a list: `[a,b]`
+    if value not in group_options(key):
+        raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(group_options(key))}")
 
 
 def check_key(key: str, arg: str = "") -> None:
@@ -111,15 +137,11 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
     from .store import register
 
     register()
-    overrides = _normalise(overrides)
-    for ov in overrides:
-        key, _, value = ov.lstrip("+~").partition("=")
-        if key in GROUPS and "," in value and value not in group_options(key):
-            from .args import comma_list_message
-
-            raise BadConfig(comma_list_message(key, value))
-        if key in GROUPS and value not in group_options(key):
-            raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(group_options(key))}")
+    normalised = _normalise_parsed(overrides)
+    for _, override in normalised:
+        if override.key_or_group in GROUPS:
+            _check_group(override.key_or_group, override)
+    overrides = [ov for ov, _ in normalised]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
