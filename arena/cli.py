@@ -22,9 +22,8 @@ def parse_overrides(args: Sequence[str]) -> dict:
     return parse_key_values(args)
 
 
-def _int_option(opts: dict, key: str, default: int, low: int) -> int:
-    """`opts[key]` (popped) as an integer >= low; BadInput naming the key otherwise."""
-    value = opts.pop(key, default)
+def _int_option(key: str, value: object, low: int) -> int:
+    """`value` when it is an integer >= low; BadInput naming the key otherwise."""
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise BadInput(f"{key}={value!r}: valid: an integer >= {low}")
     return value
@@ -60,18 +59,20 @@ def _envs(args: Sequence[str]) -> int:
     subs = {"play": commands.play, "check": commands.check}
     if not args or args[0] not in subs:
         raise BadInput(f"usage: arena envs {{{'|'.join(subs)}}} env=NAME ...; valid subcommands: {', '.join(subs)}")
-    opts = parse_overrides(args[1:])
-    env = opts.pop("env", "sokoban")
+    from arena.config.verb_args import EnvsArgs, parse_args
+
+    parsed = parse_args(EnvsArgs, args[1:])
+    env = parsed.args.env
     if env not in ENVS:
         raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
-    seed, n = _int_option(opts, "seed", 0, 0), _int_option(opts, "n", 100, 1)
-    make_pool = opts.pop("make_pool", False) is True  # a run without a terminal may make a pool (minutes)
-    # the environment's kwargs from configs/env/<env>.yaml, then the command line's
-    env_kwargs = {**_config([f"env={env}"]).env.kwargs, **opts}
+    seed, n = _int_option("seed", parsed.args.seed, 0), _int_option("n", parsed.args.n, 1)
+    # the environment's kwargs from configs/env/<env>.yaml, then the command line's (every other key)
+    env_kwargs = {**_config([f"env={env}"]).env.kwargs, **parse_overrides(parsed.overrides)}
     try:
         from arena.envs import announce_first_use
 
-        announce_first_use(env, dict(env_kwargs), consent=make_pool)
+        # make_pool: a run without a terminal may make a pool (minutes)
+        announce_first_use(env, dict(env_kwargs), consent=parsed.args.make_pool)
         if args[0] == "play":
             return int(commands.play(env, seed, **env_kwargs) or 0)
         commands.check(env, n, **env_kwargs)

@@ -1,7 +1,7 @@
 """`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its value
 and meaning. The meanings are read from where each key is defined (arena.config.field_docs):
 the run config schema (arena/config/schema.py), the argument dataclasses of sweep, search,
-status, report, findings and methods (arena/config/verb_args.py, with each key's type),
+status, report, findings, methods and envs (arena/config/verb_args.py, with each key's type),
 the eval and serve options (arena/evaluation/options.py). A run config key shows the value the
 run would get with the command line's env=, budget= and other keys, and the file that sets it
 (arena.config.effective) (docs/design.md, CLI grammar and exit codes).
@@ -107,10 +107,9 @@ def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
 
     return [("Subcommands", [KeyDoc("play", None, "play one episode by hand"),
                              KeyDoc("check", None, "run the expert on n episodes and report its success")]),
-            ("Keys", [KeyDoc("env", "sokoban", f"the environment; valid: {' | '.join(group_options('env'))}"),
-                      KeyDoc("seed", 0, "the episode seed (play); valid: an integer >= 0"),
-                      KeyDoc("n", 100, "episodes (check); valid: an integer >= 1"),
-                      KeyDoc("<kwarg>", None, "any other key is one of the environment's env.kwargs")])]
+            ("Keys", [KeyDoc(k.key, k.default, f"{k.doc}; valid: {' | '.join(group_options('env'))}")
+                      if k.key == "env" else k for k in _verb_keys("EnvsArgs")]
+             + [KeyDoc("<kwarg>", None, "any other key is one of the environment's env.kwargs")])]
 
 
 def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:

@@ -1,6 +1,6 @@
 """One argument grammar for every verb (docs/design.md, CLI grammar and exit codes): a verb's
 own keys are the fields of its argument dataclass (`SweepArgs`, `SearchArgs`, `StatusArgs`,
-`ReportArgs`, `FindingsArgs`, `MethodsArgs`),
+`ReportArgs`, `FindingsArgs`, `MethodsArgs`, `EnvsArgs`),
 and `parse_args(cls, args)` reads a command line with Hydra's override grammar
 (`OverridesParser`), takes the dataclass's keys out typed, and passes every other key through,
 in order, as run config overrides (for `load_config`, that is Hydra's compose).
@@ -92,6 +92,15 @@ class FindingsArgs:
 class MethodsArgs:
     """`arena methods`: the method presets."""
     method: Optional[str] = None  # one preset (default: all; any case: SAPO_SM = sapo_sm)
+
+
+@dataclass
+class EnvsArgs:
+    """`arena envs play|check`: any key not here is one of the environment's env.kwargs."""
+    env: str = "sokoban"  # the environment (configs/env/<name>.yaml)
+    seed: int = 0  # the episode seed (play); valid: an integer >= 0
+    n: int = 100  # episodes (check); valid: an integer >= 1
+    make_pool: bool = False  # true: a run without a terminal may make the env's pool on first use (household: minutes)
 
 
 @dataclass(frozen=True)
