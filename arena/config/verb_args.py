@@ -1,9 +1,10 @@
 """One argument grammar for every verb (docs/design.md, CLI grammar and exit codes): a verb's
 own keys are the fields of its argument dataclass (`SweepArgs`, `SearchArgs`, `StatusArgs`,
-`ReportArgs`, `FindingsArgs`, `MethodsArgs`, `EnvsArgs`),
-and `parse_args(cls, args)` reads a command line with Hydra's override grammar
-(`OverridesParser`), takes the dataclass's keys out typed, and passes every other key through,
-in order, as run config overrides (for `load_config`, that is Hydra's compose).
+`ReportArgs`, `FindingsArgs`, `MethodsArgs`, `EnvsArgs`), and `parse_args(cls, args)` reads a
+command line with Hydra's override grammar (`OverridesParser`), takes the dataclass's keys out
+typed, and passes every other key through, in order, as run config overrides (for
+`load_config`, that is Hydra's compose). A verb whose keys are a table (`eval`, `serve`) reads
+them with the same grammar (`parse_key_values`).
 
 The one precedence rule: the last occurrence of a key wins, everywhere. A verb key given twice
 keeps its last value; a run override given twice reaches Hydra twice, and Hydra applies the
@@ -163,13 +164,23 @@ def last_value(overrides: Sequence[str], key: str, default: Any = None) -> Any:
     return found[-1].value() if found else default
 
 
-def _typed(field: dataclasses.Field, hints: dict, override) -> Any:
-    """The override's value for a verb key: a comma list is refused (one key, one value), a str
-    key takes a number's text (`name=123`), a bool key takes true or false only."""
+def _one_value(arg: str, override) -> Any:
+    """The value of a verb's key=value: one value, so a comma list (Hydra's multirun syntax) and a
+    `+key`/`~key` (adding to or deleting from a config) exit 2."""
     key = override.key_or_group
+    if override.is_delete() or override.is_add() or override.is_force_add():
+        raise BadArgument(f"{arg!r}: this command's {key}= takes one value, with no + or ~ (Hydra's adding to "
+                          f"or deleting from a config); valid: {key}=VALUE")
     if override.is_sweep_override():
         raise BadArgument(comma_list_message(key, ",".join(map(str, override.value().list))))
-    value = override.value()
+    return override.value()
+
+
+def _typed(field: dataclasses.Field, hints: dict, arg: str, override) -> Any:
+    """The value of a verb key: one value (_one_value); a str key takes a number's text
+    (`name=123`), a bool key takes true or false only. Ranges and the other types are the
+    verb's to check, with messages naming what is valid (e.g. timeout_min, an integer >= 1)."""
+    key, value = override.key_or_group, _one_value(arg, override)
     kind = hints[field.name]
     if kind in (str, Optional[str]) and isinstance(value, (int, float)) and not isinstance(value, bool):
         return override.get_value_element_as_str()
@@ -193,9 +204,7 @@ def parse_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
         if key not in names:
             overrides.append(arg)
             continue
-        if override.is_delete() or override.is_add() or override.is_force_add():
-            raise BadArgument(f"{arg!r}: {key} is a key of this command, not of the run config; valid: {key}=VALUE")
-        values[key] = _typed(names[key], hints, override)  # the last occurrence wins
+        values[key] = _typed(names[key], hints, arg, override)  # the last occurrence wins
     return Parsed(cls(**values), frozenset(values), overrides)
 
 
@@ -203,8 +212,9 @@ def parse_own_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
     """parse_args for a verb that takes its own keys only (status, report, findings, methods):
     any other key exits 2 naming the close match and the valid keys."""
     parsed = parse_args(cls, args)
-    for override in parse_overrides(parsed.overrides):
-        raise unknown_verb_key(override.key_or_group, cls)
+    other = parse_overrides(parsed.overrides)
+    if other:
+        raise unknown_verb_key(other[0].key_or_group, cls)
     return parsed
 
 
@@ -212,15 +222,7 @@ def parse_key_values(args: Sequence[str]) -> dict[str, Any]:
     """{key: typed value} of a verb whose keys are a table, not a dataclass (`envs`' env kwargs,
     `eval`'s and `serve`'s option tables): the same grammar, the last occurrence winning. A comma
     list and a `+`/`~` prefix exit 2 (one key, one value)."""
-    out = {}
-    for arg, override in zip(args, parse_overrides(args)):
-        key = override.key_or_group
-        if override.is_delete() or override.is_add() or override.is_force_add():
-            raise BadArgument(f"{arg!r}: valid: {key}=VALUE (this command takes no +key or ~key)")
-        if override.is_sweep_override():
-            raise BadArgument(comma_list_message(key, ",".join(map(str, override.value().list))))
-        out[key] = override.value()
-    return out
+    return {override.key_or_group: _one_value(arg, override) for arg, override in zip(args, parse_overrides(args))}
 
 
 def unknown_verb_key(key: str, cls: type) -> BadArgument:

@@ -32,8 +32,8 @@ def test_the_last_occurrence_of_a_verb_key_wins():
     (["fail_fast=yes"], "fail_fast='yes': valid: true or false"),  # a bool key takes true or false only
     (["name=a,b"], "a comma list is Hydra's multirun syntax"),  # one key, one value
     (["envs=sokoban,shop"], "env=[sokoban,shop]"),
-    (["+seeds=3"], "seeds is a key of this command, not of the run config"),
-    (["~launcher"], "launcher is a key of this command"),
+    (["+seeds=3"], "this command's seeds= takes one value, with no + or ~"),
+    (["~launcher"], "this command's launcher= takes one value"),
     (["seeds=[1,"], "is not a valid value"),  # Hydra's grammar does not parse it
     (["dimension"], "expected key=value, got 'dimension'"),
 ])
@@ -106,7 +106,7 @@ def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refu
     assert got == {"n": 5, "base_url": "http://127.0.0.1:8000/v1", "label": "a b", "env.kwargs.dim": [7, 7]}
     with pytest.raises(BadArgument, match="a comma list is Hydra's multirun syntax"):
         parse_key_values(["po.method=grpo,gspo"])
-    with pytest.raises(BadArgument, match="takes no"):
+    with pytest.raises(BadArgument, match="this command's n= takes one value"):
         parse_key_values(["~n"])
 
 
