@@ -33,7 +33,8 @@ def own_keys(verb):
     return {"train": run, "bc": run, "verl-config": run,
             "sweep": leaf_keys(SweepArgs) + sweep_run, "search": leaf_keys(SearchArgs) + sweep_run,
             "status": leaf_keys(StatusArgs), "report": leaf_keys(ReportArgs),
-            "findings": leaf_keys(FindingsArgs), "methods": leaf_keys(MethodsArgs), "envs": ["play", "check", *leaf_keys(EnvsArgs), "<kwarg>"],
+            "findings": leaf_keys(FindingsArgs), "methods": leaf_keys(MethodsArgs),
+            "envs": ["play", "check", *leaf_keys(EnvsArgs), "<kwarg>"],
             "eval": list(DEFAULTS) + ["n", "seed"] + [k for k in run if k != "seed"], "serve": list(SERVE_DEFAULTS)}[verb]
 
 

@@ -192,8 +192,9 @@ def _typed(field: dataclasses.Field, hints: dict, arg: str, override) -> Any:
 def parse_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
     """The command line `args` as `cls`'s keys (typed, the last occurrence winning) and the run
     overrides (in order). `--dry-run` is `dry_run=true` (the one flag a verb takes besides
-    --help, arena.config.args.VERB_FLAGS, for a dataclass with that field). BadArgument (exit 2) for a value Hydra's grammar does not parse, a comma list or a
-    `+`/`~` on a verb key, and a bool key that is not true or false."""
+    --help, arena.config.args.VERB_FLAGS, for a dataclass with that field). BadArgument (exit 2)
+    for a value Hydra's grammar does not parse, a comma list or a `+`/`~` on a verb key, and a
+    bool key that is not true or false."""
     names = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     values, overrides = {}, []
