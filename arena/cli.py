@@ -8,8 +8,6 @@ import errno
 import sys
 from typing import Callable, Sequence
 
-import yaml
-
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, print_bad_input  # noqa: F401
 from arena.cli_help import VERB_HELP, help_text, overview
 
@@ -17,24 +15,15 @@ HELP_FLAGS = ("-h", "--help")
 
 
 def parse_overrides(args: Sequence[str]) -> dict:
-    """`key=value` pairs -> dict; values parsed as YAML scalars/lists (`seeds=[0,5]`)."""
-    out = {}
-    for arg in args:
-        if "=" not in arg:
-            raise BadInput(f"expected key=value, got {arg!r} (e.g. method=gspo env=sokoban)")
-        key, _, raw = arg.partition("=")
-        if not key:
-            raise BadInput(f"empty key in {arg!r}")
-        try:
-            out[key] = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            out[key] = raw
-    return out
+    """`key=value` pairs -> {key: value}, values typed by Hydra's grammar (`seeds=[0,5]` a list,
+    `n=3` an int), the last occurrence of a key winning (arena.config.verb_args.parse_key_values)."""
+    from arena.config.verb_args import parse_key_values
+
+    return parse_key_values(args)
 
 
-def _int_option(opts: dict, key: str, default: int, low: int) -> int:
-    """`opts[key]` (popped) as an integer >= low; BadInput naming the key otherwise."""
-    value = opts.pop(key, default)
+def _int_option(key: str, value: object, low: int) -> int:
+    """`value` when it is an integer >= low; BadInput naming the key otherwise."""
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise BadInput(f"{key}={value!r}: valid: an integer >= {low}")
     return value
@@ -42,16 +31,12 @@ def _int_option(opts: dict, key: str, default: int, low: int) -> int:
 
 def _methods(args: Sequence[str]) -> int:
     """List the method presets with their resolved members and hyperparameters."""
-    from arena.config.args import unknown_key_message
+    from arena.config.verb_args import MethodsArgs, parse_own_args
     from arena.po.compose import resolve
     from arena.po.methods import METHODS
 
-    opts = parse_overrides(args)
-    unknown = sorted(set(opts) - {"method"})
-    if unknown:
-        raise BadInput(unknown_key_message(unknown[0], ["method"]))
-    wanted = str(opts.get("method", ""))
-    names = [next((m for m in METHODS if m.lower() == wanted.lower()), wanted)] if "method" in opts else list(METHODS)
+    wanted = parse_own_args(MethodsArgs, args).args.method
+    names = list(METHODS) if wanted is None else [next((m for m in METHODS if m.lower() == wanted.lower()), wanted)]
     for name in names:
         try:
             po = resolve({"method": name})
@@ -74,18 +59,20 @@ def _envs(args: Sequence[str]) -> int:
     subs = {"play": commands.play, "check": commands.check}
     if not args or args[0] not in subs:
         raise BadInput(f"usage: arena envs {{{'|'.join(subs)}}} env=NAME ...; valid subcommands: {', '.join(subs)}")
-    opts = parse_overrides(args[1:])
-    env = opts.pop("env", "sokoban")
+    from arena.config.verb_args import EnvsArgs, parse_args
+
+    parsed = parse_args(EnvsArgs, args[1:])
+    env = parsed.args.env
     if env not in ENVS:
         raise BadInput(f"unknown environment {env!r}; valid: {', '.join(sorted(ENVS))}")
-    seed, n = _int_option(opts, "seed", 0, 0), _int_option(opts, "n", 100, 1)
-    make_pool = opts.pop("make_pool", False) is True  # a run without a terminal may make a pool (minutes)
-    # the environment's kwargs from configs/env/<env>.yaml, then the command line's
-    env_kwargs = {**_config([f"env={env}"]).env.kwargs, **opts}
+    seed, n = _int_option("seed", parsed.args.seed, 0), _int_option("n", parsed.args.n, 1)
+    # the environment's kwargs from configs/env/<env>.yaml, then the command line's (every other key)
+    env_kwargs = {**_config([f"env={env}"]).env.kwargs, **parse_overrides(parsed.overrides)}
     try:
         from arena.envs import announce_first_use
 
-        announce_first_use(env, dict(env_kwargs), consent=make_pool)
+        # make_pool: a run without a terminal may make a pool (minutes)
+        announce_first_use(env, dict(env_kwargs), consent=parsed.args.make_pool)
         if args[0] == "play":
             return int(commands.play(env, seed, **env_kwargs) or 0)
         commands.check(env, n, **env_kwargs)
@@ -99,25 +86,10 @@ def _envs(args: Sequence[str]) -> int:
 def _config(args: Sequence[str]):
     from arena.config import BadConfig, load_config
 
-    _refuse_sweep_only_keys(args)
     try:
         return load_config(list(args))
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
-
-
-def _refuse_sweep_only_keys(args: Sequence[str]) -> None:
-    """`dimension=`, `seeds=`, `launcher=`, `fail_fast=` (arena.runs.layout.SWEEP_ONLY_KEYS) say
-    how a sweep expands and where its jobs go; a one-config command (`arena train`, `arena bc`) would
-    ignore them silently (`seeds=3` is not three runs), so they exit 2."""
-    from arena.runs.layout import SWEEP_ONLY_KEYS
-
-    for arg in args:
-        key = arg.split("=", 1)[0].lstrip("+~")
-        if key in SWEEP_ONLY_KEYS:
-            raise BadInput(f"{key}= is an option of `arena sweep` (it expands a grid and launches its cells); this "
-                           f"command runs one config here and would ignore it. valid: drop {key}=, or run "
-                           f"`arena sweep dimension=NAME {arg} ...`; for one seed of a run use seed=N")
 
 
 def check_runs_here(cfg, *, backend: bool = True) -> None:
@@ -192,7 +164,7 @@ def _findings(args: Sequence[str]) -> int:
     dir's sweeps or on committed run tables (arena/analysis/findings.py)."""
     from arena.analysis.findings import main as findings_main
 
-    return findings_main(parse_overrides(args))
+    return findings_main(list(args))
 
 
 def _verl_config(args: Sequence[str]) -> int:
@@ -257,6 +229,19 @@ def _version() -> str:
         return "arena (not installed: run from a checkout)"
 
 
+def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
+    """The variable an eval's `api_key_env=` names (its value is a key: never warned about), by
+    the one grammar; none when the command line does not parse (the verb then says why)."""
+    from arena.config.args import BadArgument
+    from arena.config.verb_args import last_value
+
+    try:
+        name = last_value(args, "api_key_env")
+    except BadArgument:
+        return ()
+    return (str(name),) if name else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from arena.config.args import BadArgument, check_flags
 
@@ -282,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from arena.env_vars import BadEnvironment, check_environment
 
     try:  # every ARENA_* variable, before anything runs (arena/env_vars.py)
-        check_environment(ignore=tuple(a.split("=", 1)[1] for a in rest if a.startswith("api_key_env=")))
+        check_environment(ignore=_api_key_envs(rest))
     except BadEnvironment as exc:
         return print_bad_input(verb, exc)
 

@@ -1,6 +1,7 @@
 """`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its value
 and meaning. The meanings are read from where each key is defined (arena.config.field_docs):
-the run config schema (arena/config/schema.py), the sweep's own keys (arena/sweeps/sweep.py),
+the run config schema (arena/config/schema.py), the argument dataclasses of sweep, search,
+status, report, findings, methods and envs (arena/config/verb_args.py, with each key's type),
 the eval and serve options (arena/evaluation/options.py). A run config key shows the value the
 run would get with the command line's env=, budget= and other keys, and the file that sets it
 (arena.config.effective) (docs/design.md, CLI grammar and exit codes).
@@ -38,9 +39,8 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
     line sets it, where: `steps=50 ... [configs/budget/default.yaml]`; valid values where fixed."""
     from arena.config.effective import SCHEMA, effective_values
     from arena.config.schema import CHOICES, RunConfig
-    from arena.runs.layout import SWEEP_ONLY_KEYS
 
-    hidden = set(HIDDEN_RUN_KEYS) | set(SWEEP_ONLY_KEYS) | set(leave_out)
+    hidden = set(HIDDEN_RUN_KEYS) | set(leave_out)
     docs = [d for d in dataclass_docs(RunConfig) if d.key not in hidden]
     values, sources, problem = effective_values(args, [d.key for d in docs])
     out = []
@@ -56,10 +56,10 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
 
 
 def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
-    from arena.config.effective import run_overrides
+    from arena.config.effective import chosen_groups
     from arena.config.load import GROUPS, group_options
 
-    chosen = {a.partition("=")[0]: a.partition("=")[2] for a in run_overrides(args)}
+    chosen = chosen_groups(args)
     meaning = {"env": "the environment: configs/env/<name>.yaml (sets env.*)",
                "budget": "a size preset (steps, batch, eval, BC stop): configs/budget/<name>.yaml"}
     return [KeyDoc(g, chosen.get(g, "sokoban" if g == "env" else "default"),
@@ -80,10 +80,11 @@ def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc
             (_RUN_TITLE + ", for every cell", run_keys(args, leave_out=SWEEP_SETS))]
 
 
-def _sweep_keys(leave_out: tuple[str, ...] = ()) -> list[KeyDoc]:
-    from arena.sweeps import sweep
+def _verb_keys(name: str) -> list[KeyDoc]:
+    """A verb's own keys, generated from its argument dataclass (arena.config.verb_args)."""
+    from arena.config import verb_args
 
-    return [d for d in dict_docs(sweep, "SWEEP_KEYS") if d.key not in leave_out]
+    return verb_args.verb_key_docs(getattr(verb_args, name))
 
 
 def method_names() -> list[str]:
@@ -91,16 +92,14 @@ def method_names() -> list[str]:
     return dict_literal_keys(PACKAGE_DIR / "po" / "methods.py", "PRESET_TABLE")
 
 
-def _methods_key() -> list[KeyDoc]:
-    return [KeyDoc("method", None, f"one preset (default: all; any case: SAPO_SM = sapo_sm); valid: "
-                                   f"{' | '.join(method_names())}")]
+def _with_methods(keys: list[KeyDoc]) -> list[KeyDoc]:
+    """`method`'s line with the preset names (read from their source) as its valid values."""
+    return [KeyDoc(k.key, k.default, f"{k.doc}; valid: {' | '.join(method_names())}") if k.key == "method" else k
+            for k in keys]
 
 
 def _search_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    method = _methods_key()[0]
-    return [("Search keys", [KeyDoc("method", None, method.doc.replace("one preset (default: all", "the preset"
-                                                                        " to search (required"))]
-             + _sweep_keys(leave_out=("dimension", "grid"))), *_sweep_run_sections(args)]
+    return [("Search keys", _with_methods(_verb_keys("SearchArgs"))), *_sweep_run_sections(args)]
 
 
 def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
@@ -108,40 +107,9 @@ def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
 
     return [("Subcommands", [KeyDoc("play", None, "play one episode by hand"),
                              KeyDoc("check", None, "run the expert on n episodes and report its success")]),
-            ("Keys", [KeyDoc("env", "sokoban", f"the environment; valid: {' | '.join(group_options('env'))}"),
-                      KeyDoc("seed", 0, "the episode seed (play); valid: an integer >= 0"),
-                      KeyDoc("n", 100, "episodes (check); valid: an integer >= 1"),
-                      KeyDoc("<kwarg>", None, "any other key is one of the environment's env.kwargs")])]
-
-
-REPORT_KEYS = {"name": ("the sweep (results_dir/sweeps/<name>); required", None),
-               "results_dir": ("where the sweeps are", "results"),
-               "baseline": ("the arm the others are compared with", None),
-               "allow_mixed": ("report runs of mixed code/configs; valid: true | false", False),
-               "wandb": ("also log the tables and figures to W&B; valid: true | false", False),
-               "evals": ("instead of a sweep: the table of every `arena eval` run under results_dir/evals/ "
-                         "(docs/eval.md); valid: true | false", False),
-               "min_effect": ("points: the difference a \"no difference\" verdict must rule out "
-                              "(docs/methods.md, Statistics)", 5.0)}
-FINDINGS_KEYS = {"results_dir": ("read every sweep under results_dir/sweeps/ (its report runs)", "results"),
-                 "csv": ("instead: committed run tables, one <name>_runs.csv file or a folder of them "
-                         "(docs/findings)", None),
-                 "out": ("also write out/findings.md and out/findings.csv", None),
-                 "min_effect": ("points: the difference a \"no difference\" verdict must rule out", 5.0)}
-
-
-def _keys_from_source(module_file: str, docs: dict[str, tuple[str, object]]) -> list[tuple[str, list[KeyDoc]]]:
-    """The KEYS of arena/analysis/<module_file> (read from its source: it imports pandas), documented."""
-    keys = dict_literal_keys(PACKAGE_DIR / "analysis" / module_file, "KEYS")
-    return [("Keys", [KeyDoc(k, docs.get(k, ("", None))[1], docs.get(k, ("", None))[0]) for k in keys])]
-
-
-def _report_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    return _keys_from_source("report.py", REPORT_KEYS)
-
-
-def _findings_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    return _keys_from_source("findings.py", FINDINGS_KEYS)
+            ("Keys", [KeyDoc(k.key, k.default, f"{k.doc}; valid: {' | '.join(group_options('env'))}")
+                      if k.key == "env" else k for k in _verb_keys("EnvsArgs")]
+             + [KeyDoc("<kwarg>", None, "any other key is one of the environment's env.kwargs")])]
 
 
 def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
@@ -168,20 +136,21 @@ VERB_HELP: dict[str, VerbHelp] = {
                       "Run every arm x env x seed cell of a grid that is not done, then print its table. Keys not "
                       "listed under Sweep keys are run config keys given to every cell; a key an arm of the grid "
                       "sets is refused (the arm's value would win).",
-                      lambda args=(): [("Sweep keys", _sweep_keys()), *_sweep_run_sections(args)]),
+                      lambda args=(): [("Sweep keys", _verb_keys("SweepArgs")), *_sweep_run_sections(args)]),
     "search": VerbHelp("arena search method=NAME [key=value ...] [--dry-run]",
                        "A one-arm sweep with the stability search on (search.*).", _search_sections),
     "status": VerbHelp("arena status name=NAME [results_dir=...]", "A sweep's state read from disk alone.",
-                       lambda args=(): [("Keys", [KeyDoc("name", None, "the sweep; required"),
-                                                  KeyDoc("results_dir", "results", "where the sweeps are")])]),
-    "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.", _report_sections),
+                       lambda args=(): [("Keys", _verb_keys("StatusArgs"))]),
+    "report": VerbHelp("arena report name=NAME [key=value ...]", "A sweep's tables and figures.",
+                       lambda args=(): [("Keys", _verb_keys("ReportArgs"))]),
     "findings": VerbHelp("arena findings [results_dir=DIR | csv=PATH] [out=DIR]",
                          "The paper's findings tested on the sweeps of a results dir: for each comparison, the "
                          "paper's number, the paired difference with its interval and verdict, the seeds, sweep, "
                          "budget and commit; a comparison no sweep holds names the command that makes it "
-                         "(docs/testbed.md, Findings table).", _findings_sections),
+                         "(docs/testbed.md, Findings table).",
+                         lambda args=(): [("Keys", _verb_keys("FindingsArgs"))]),
     "methods": VerbHelp("arena methods [method=NAME]", "The method presets with their resolved members and "
-                        "hyperparameters.", lambda args=(): [("Keys", _methods_key())]),
+                        "hyperparameters.", lambda args=(): [("Keys", _with_methods(_verb_keys("MethodsArgs")))]),
     "envs": VerbHelp("arena envs play|check env=NAME [key=value ...]", "Play an environment by hand or check its "
                      "expert.", _envs_sections),
     "verl-config": VerbHelp("arena verl-config key=value ... [verl.<dotted.path>=value ...]",

@@ -18,26 +18,23 @@ def leaf_keys(cls, prefix=""):
     return out
 
 
-SWEEP_ONLY = ["dimension", "seeds", "launcher", "fail_fast"]  # RunConfig keys only `arena sweep` reads
-
-
 def own_keys(verb):
     """The keys each verb's own parser accepts, read from where the parser reads them. A run
     config key is listed once: env.name is the env= group's, arm is set by the sweep, the
-    budget is the budget= group's, the sweep-only keys are the sweep's own, and a sweep sets each
-    cell's seed and name."""
-    from arena.analysis.findings import KEYS as FINDINGS_KEYS
-    from arena.analysis.report import KEYS as REPORT_KEYS
+    budget is the budget= group's, the sweep's own keys are SweepArgs', and a sweep sets each
+    cell's seed and name. The keys of sweep, search and status are their argument dataclasses'
+    fields (arena.config.verb_args)."""
+    from arena.config.verb_args import (EnvsArgs, FindingsArgs, MethodsArgs, ReportArgs, SearchArgs, StatusArgs,
+                                        SweepArgs)
     from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
-    from arena.sweeps.sweep import SWEEP_KEYS
 
-    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm", *SWEEP_ONLY]]
+    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm"]]
     sweep_run = [k for k in run if k not in ("env", "seed", "name")]
     return {"train": run, "bc": run, "verl-config": run,
-            "sweep": list(SWEEP_KEYS) + sweep_run,
-            "search": ["method"] + [k for k in SWEEP_KEYS if k not in ("dimension", "grid")] + sweep_run,
-            "status": ["name", "results_dir"], "report": list(REPORT_KEYS), "findings": list(FINDINGS_KEYS),
-            "methods": ["method"], "envs": ["play", "check", "env", "seed", "n", "<kwarg>"],
+            "sweep": leaf_keys(SweepArgs) + sweep_run, "search": leaf_keys(SearchArgs) + sweep_run,
+            "status": leaf_keys(StatusArgs), "report": leaf_keys(ReportArgs),
+            "findings": leaf_keys(FindingsArgs), "methods": leaf_keys(MethodsArgs),
+            "envs": ["play", "check", *leaf_keys(EnvsArgs), "<kwarg>"],
             "eval": list(DEFAULTS) + ["n", "seed"] + [k for k in run if k != "seed"], "serve": list(SERVE_DEFAULTS)}[verb]
 
 
@@ -76,3 +73,23 @@ def test_choices_are_listed_in_the_help(capsys):
     main(["train", "--help"])
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("backend="))
     assert "valid: embedded | verl" in line
+
+
+@pytest.mark.parametrize("verb, cls", [("sweep", "SweepArgs"), ("search", "SearchArgs"), ("status", "StatusArgs"),
+                                       ("report", "ReportArgs"), ("findings", "FindingsArgs"),
+                                       ("methods", "MethodsArgs"), ("envs", "EnvsArgs")])
+def test_a_verb_s_own_keys_are_its_dataclass_s_fields_with_type_default_and_comment(verb, cls, capsys):
+    from arena.config import verb_args
+
+    fields = dataclasses.fields(getattr(verb_args, cls))
+    assert main([verb, "--help"]) == 0
+    lines = {line.split()[0].split("=")[0]: line for line in capsys.readouterr().out.splitlines()
+             if line[:2] == "  " and line[2] != " "}
+    for f in fields:
+        default = "-" if f.default is None else str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
+        assert lines[f.name].split()[0] == f"{f.name}={default}", lines[f.name]
+        assert lines[f.name].split()[1].startswith("("), lines[f.name]  # (type)
+    # verb_args.py:  fail_fast: bool = False  # stop launching cells after the first failed one
+    if verb == "sweep":
+        assert lines["fail_fast"].split(None, 1)[1] == "(bool) stop launching cells after the first failed one"
+        assert lines["timeout_min"].split()[1:3] == ["(int", "|"]  # Optional[int]: int | null

@@ -321,35 +321,35 @@ def build(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) -> tup
     return render_markdown(runs, findings, gain, min_effect=min_effect), render_csv(findings, gain)
 
 
-KEYS = ("results_dir", "csv", "out", "min_effect")
-
-
-def main(opts: dict) -> int:
-    """`arena findings [results_dir=DIR | csv=PATH] [out=DIR] [min_effect=POINTS]` (opts: the parsed
-    key=value pairs): print the findings table (markdown); with out=DIR also write DIR/findings.md and
-    DIR/findings.csv. Bad input raises BadInput (exit 2)."""
+def main(args: Sequence[str]) -> int:
+    """`arena findings [results_dir=DIR | csv=PATH] [out=DIR] [min_effect=POINTS]` (the keys:
+    arena.config.verb_args.FindingsArgs): print the findings table (markdown); with out=DIR also
+    write DIR/findings.md and DIR/findings.csv. Bad input raises BadInput (exit 2)."""
     from arena.cli_errors import BadInput
+    from arena.config.verb_args import FindingsArgs, parse_own_args
     from arena.runs.atomic import atomic_write_text
 
-    unknown = sorted(set(opts) - set(KEYS))
-    if unknown:
-        raise BadInput(f"unknown key(s) {unknown}; valid: {', '.join(KEYS)}")
-    if "csv" in opts and "results_dir" in opts:
+    try:
+        parsed = parse_own_args(FindingsArgs, args)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    opts = parsed.args
+    if "csv" in parsed.given and "results_dir" in parsed.given:
         raise BadInput("give results_dir= (run folders) or csv= (committed run tables), not both")
     try:
-        min_effect = float(opts.get("min_effect", verdicts.MIN_EFFECT))
+        min_effect = float(opts.min_effect)
     except (TypeError, ValueError):
-        raise BadInput(f"min_effect={opts['min_effect']!r}: valid: a number of points > 0") from None
+        raise BadInput(f"min_effect={opts.min_effect!r}: valid: a number of points > 0") from None
     if not min_effect > 0:
         raise BadInput(f"min_effect={min_effect:g}: valid: a number of points > 0")
     try:
-        runs = read_run_tables(opts["csv"]) if "csv" in opts else read_results_dir(opts.get("results_dir", "results"))
+        runs = read_run_tables(str(opts.csv)) if opts.csv is not None else read_results_dir(str(opts.results_dir))
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise BadInput(str(exc)) from exc
     markdown, csv_text = build(runs, min_effect=min_effect)
     print(markdown, end="")
-    if "out" in opts:
-        out = Path(str(opts["out"]))
+    if opts.out is not None:
+        out = Path(str(opts.out))
         atomic_write_text(out / "findings.md", markdown)
         atomic_write_text(out / "findings.csv", csv_text)
         print(f"[findings] wrote {out / 'findings.md'} and {out / 'findings.csv'}")

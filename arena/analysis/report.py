@@ -33,9 +33,6 @@ from . import verdicts
 from .verdicts import MIN_EFFECT
 from .tables import render_csv, render_latex, render_markdown
 
-KEYS = ("name", "results_dir", "baseline", "allow_mixed", "wandb", "evals", "min_effect")
-
-
 def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
     """The distinct git SHAs of the finished runs; ValueError if more than one (unless allowed)."""
     shas = sorted({s for s in runs["git_sha"] if isinstance(s, str) and s})
@@ -120,14 +117,6 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     return out
 
 
-def _flag(value: str, key: str) -> bool:
-    if value.lower() in ("true", "1", "yes"):
-        return True
-    if value.lower() in ("false", "0", "no"):
-        return False
-    raise ValueError(f"{key}={value!r}: expected true or false")
-
-
 def parse_min_effect(value: str) -> float:
     """min_effect=POINTS: a finite number of points > 0 (a difference on the 0-100 success scale)."""
     try:
@@ -140,29 +129,25 @@ def parse_min_effect(value: str) -> float:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`report name=NAME [results_dir=results] [baseline=ARM] [min_effect=POINTS] [allow_mixed=true] [wandb=true]`;
-    exit 0, or 2 on bad input."""
-    opts = {}
+    """`report name=NAME [results_dir=results] [baseline=ARM] [min_effect=POINTS] [allow_mixed=true] [wandb=true]`
+    (the keys: arena.config.verb_args.ReportArgs); exit 0, or 2 on bad input."""
+    from arena.config.verb_args import ReportArgs, parse_own_args, verb_keys
+
     try:
-        for arg in argv:
-            key, eq, value = arg.partition("=")
-            if not eq or key not in KEYS:
-                raise ValueError(f"bad argument {arg!r}; valid keys: {', '.join(KEYS)} (as key=value)")
-            opts[key] = value
-        if _flag(opts.get("evals", "false"), "evals"):  # the paper's §5.3 table of `arena eval` runs
-            if set(opts) - {"evals", "results_dir"}:
-                raise ValueError(f"evals=true takes only results_dir; got {', '.join(sorted(set(opts) - {'evals'}))}")
-            results = Results(opts.get("results_dir", "results"))
+        parsed = parse_own_args(ReportArgs, argv)
+        opts, given = parsed.args, parsed.given
+        if opts.evals:  # the paper's §5.3 table of `arena eval` runs
+            if given - {"evals", "results_dir"}:
+                raise ValueError(f"evals=true takes only results_dir; got {', '.join(sorted(given - {'evals'}))}")
+            results = Results(str(opts.results_dir))
             out = write_eval_table(results.root, results.eval_table)
             print(out.read_text())
             print(f"[report] written to {out}")
             return 0
-        if "name" not in opts:
-            raise ValueError(f"name=NAME (or evals=true) is required; valid keys: {', '.join(KEYS)}")
-        out = write_report(opts.get("results_dir", "results"), opts["name"],
-                           allow_mixed=_flag(opts.get("allow_mixed", "false"), "allow_mixed"),
-                           wandb=_flag(opts.get("wandb", "false"), "wandb"), baseline=opts.get("baseline"),
-                           min_effect=parse_min_effect(opts.get("min_effect", str(MIN_EFFECT))))
+        if opts.name is None:
+            raise ValueError(f"name=NAME (or evals=true) is required; valid keys: {', '.join(verb_keys(ReportArgs))}")
+        out = write_report(str(opts.results_dir), opts.name, allow_mixed=opts.allow_mixed, wandb=opts.wandb,
+                           baseline=opts.baseline, min_effect=parse_min_effect(str(opts.min_effect)))
     except ValueError as exc:
         return print_bad_input("report", exc)
     print((out / "table.md").read_text())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -23,7 +24,17 @@ from arena.runs.atomic import atomic_write_text
 
 RUN_COLUMNS = ("arm", "method", "group", "env", "seed", "status", "stable", "final_eval_success",
                "initial_eval_success", "var_last20", "noise_floor", "theta", "n_eval")
-KEYS = ("name", "results_dir", "prefix", "out", "baseline", "min_effect")
+
+
+@dataclass
+class TidyCsvArgs:
+    """The keys of `export` and `render` (read with arena.config.verb_args.parse_own_args)."""
+    name: Optional[str] = None  # export: the sweep; render: the table's title (default: the prefix's name)
+    results_dir: Optional[str] = None  # export: where the sweep is
+    prefix: Optional[str] = None  # the two files' path without _runs.csv / _metrics.csv
+    out: Optional[str] = None  # render: the report's folder
+    baseline: Optional[str] = None  # render: the arm the others are compared with
+    min_effect: Optional[float] = None  # render: points a "no difference" verdict must rule out
 
 
 def _figure_metrics() -> list[str]:
@@ -105,25 +116,23 @@ def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] 
 def main(argv: Sequence[str]) -> int:
     """`export name=NAME results_dir=DIR prefix=P` | `render prefix=P out=DIR [baseline=ARM] [min_effect=POINTS]`;
     exit 2 on bad input."""
+    from arena.config.verb_args import parse_own_args
+
     from .report import parse_min_effect
 
     try:
         if not argv or argv[0] not in ("export", "render"):
             raise ValueError("first argument: export or render")
-        opts = {}
-        for arg in argv[1:]:
-            key, eq, value = arg.partition("=")
-            if not eq or key not in KEYS:
-                raise ValueError(f"bad argument {arg!r}; valid keys: {', '.join(KEYS)} (as key=value)")
-            opts[key] = value
+        parsed = parse_own_args(TidyCsvArgs, argv[1:])
+        opts = parsed.args
         need = ("name", "results_dir", "prefix") if argv[0] == "export" else ("prefix", "out")
-        if any(k not in opts for k in need):
+        if any(k not in parsed.given for k in need):
             raise ValueError(f"{argv[0]} needs {', '.join(k + '=...' for k in need)}")
         if argv[0] == "export":
-            print("\n".join(str(p) for p in export_csv(opts["results_dir"], opts["name"], opts["prefix"])))
+            print("\n".join(str(p) for p in export_csv(opts.results_dir, opts.name, opts.prefix)))
         else:
-            min_effect = parse_min_effect(opts["min_effect"]) if "min_effect" in opts else None
-            print(render_from_csv(opts["prefix"], opts["out"], name=opts.get("name"), baseline=opts.get("baseline"),
+            min_effect = parse_min_effect(str(opts.min_effect)) if "min_effect" in parsed.given else None
+            print(render_from_csv(opts.prefix, opts.out, name=opts.name, baseline=opts.baseline,
                                   min_effect=min_effect))
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """The parts of the one `key=value` grammar that every verb shares (docs/design.md, CLI grammar
 and exit codes): the flags a verb takes, the "did you mean" of an unknown key, and the messages
-for Hydra syntax that arena does not use (a comma list, `hydra.*`, `--config-name`).
+for Hydra syntax that arena does not use (a comma list, `hydra.*`, `--config-name`). The parser
+and each verb's keys are arena.config.verb_args'.
 
 Pure and light (no torch, no Hydra import), so `--help` and a bad flag exit fast.
 """

@@ -46,20 +46,38 @@ def file_keys(path: Path, group: str, known: frozenset[str]) -> list[tuple[str, 
     return out + [(key, label) for key in _flatten(data, prefix, known)]
 
 
-def run_overrides(args: Iterable[str]) -> list[str]:
-    """The command line's run-config overrides that compose: a schema key or an open namespace's,
-    a config group with one of its files (a sweep's `env=[a,b]` list is left out)."""
+def composing_overrides(args: Iterable[str]) -> list[tuple[str, str, Any]]:
+    """(argument, key, value) of each of the command line's run-config overrides that compose: a
+    schema key or an open namespace's, a config group with one of its files (a sweep's
+    `env=[a,b]` list is left out, and so is what Hydra's grammar does not parse: help still prints)."""
+    from .args import BadArgument
+    from .verb_args import parse_overrides
+
     keep = []
     for arg in args:
-        key, sep, value = arg.lstrip("+~").partition("=")
-        if not sep:
+        try:
+            (override,) = parse_overrides([arg])
+        except BadArgument:
             continue
+        if override.is_delete():  # `~key`: nothing to show
+            continue
+        key, value = override.key_or_group, None if override.is_sweep_override() else override.value()
         if key in GROUPS:
-            if value in group_options(key):
-                keep.append(arg)
+            if isinstance(value, str) and value in group_options(key):
+                keep.append((arg, key, value))
         elif key in valid_keys() or key.startswith(OPEN_NAMESPACES):
-            keep.append(arg)
+            keep.append((arg, key, value))
     return keep
+
+
+def run_overrides(args: Iterable[str]) -> list[str]:
+    """The command line's run-config overrides that compose (composing_overrides), as given."""
+    return [arg for arg, _, _ in composing_overrides(args)]
+
+
+def chosen_groups(args: Iterable[str]) -> dict[str, str]:
+    """{config group: the file the command line chooses}, the last occurrence winning."""
+    return {key: value for _, key, value in composing_overrides(args) if key in GROUPS}
 
 
 def compose_plain(overrides: Sequence[str]):
@@ -100,8 +118,7 @@ def effective_values(args: Iterable[str], keys: Iterable[str]) -> tuple[dict[str
     for path, group in files:
         if path.is_file():
             sources.update({k: label for k, label in file_keys(path, group, known) if k in sources})
-    for arg in overrides:
-        key = arg.lstrip("+~").partition("=")[0]
+    for _, key, _ in composing_overrides(overrides):
         key = next((k for k in keys if key == k or key.startswith(k + ".")), key)
         if key in sources:
             sources[key] = COMMAND_LINE

@@ -74,8 +74,9 @@ def dataclass_docs(cls: type, prefix: str = "") -> list[KeyDoc]:
         default = _default(f)
         if dataclasses.is_dataclass(default):
             out += dataclass_docs(type(default), f"{prefix}{f.name}.")
-        else:
-            out.append(KeyDoc(f"{prefix}{f.name}", default, _doc_at(lines[cls.__name__][f.name], comments)))
+        else:  # an inherited field's line is in its base class (same module)
+            where = next(c.__name__ for c in cls.__mro__ if f.name in lines.get(c.__name__, {}))
+            out.append(KeyDoc(f"{prefix}{f.name}", default, _doc_at(lines[where][f.name], comments)))
     return out
 
 

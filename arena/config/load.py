@@ -19,9 +19,12 @@ from .schema import CHOICES, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
-# Keys that do not change what a run computes (docs/design.md, Run folder) plus sweep-only keys.
-NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "launcher", "stability", "search", "wandb",
-                  "dimension", "seeds", "fail_fast", "tool_sandbox")  # tool_sandbox: a record in config.yaml, not a key
+# Keys that do not change what a run computes (docs/design.md, Run folder). tool_sandbox: a
+# record in config.yaml, not a key. dimension, seeds, launcher, fail_fast: the sweep's own keys
+# (arena.config.verb_args.SweepArgs), which RunConfig held once; a config.yaml written then holds
+# them, and it must still hash to its folder's id (arena.runs.folder.summary_owner reads one).
+NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "stability", "search", "wandb", "tool_sandbox",
+                  "dimension", "seeds", "launcher", "fail_fast")
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
 # A top-level key has the section None.
@@ -63,26 +66,54 @@ def _valid_keys(node: Any = None, prefix: str = "") -> list[str]:
 
 
 def _normalise(overrides: Iterable[str] | Mapping[str, Any]) -> list[str]:
+    return [ov for ov, _ in _normalise_parsed(overrides)]
+
+
+def _normalise_parsed(overrides: Iterable[str] | Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(override as Hydra gets it, Hydra's parse of it) for each override: every key checked
+    (check_key), an open namespace's keys made `++` (add or replace). Read with the one grammar
+    (arena.config.verb_args.parse_overrides); BadConfig for what it does not parse."""
+    from .args import BadArgument
+    from .verb_args import parse_overrides
+
     if isinstance(overrides, Mapping):
         overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in overrides.items()]
+    overrides = list(overrides)
+    try:
+        parsed = parse_overrides(overrides)
+    except BadArgument as exc:
+        raise BadConfig(str(exc)) from exc
     out = []
-    for ov in overrides:
-        key = ov.split("=", 1)[0].lstrip("+~")
-        if "=" not in ov and not ov.startswith("~"):
-            raise BadConfig(f"expected key=value, got {ov!r}")
-        check_key(key)
-        if key.startswith(OPEN_NAMESPACES) and not ov.startswith("+"):
+    for ov, override in zip(overrides, parsed):
+        key = override.key_or_group
+        check_key(key, ov)
+        if key.startswith(OPEN_NAMESPACES) and not ov.startswith(("+", "~")):
             ov = "++" + ov  # open dicts: add or replace
-        out.append(ov)
+        out.append((ov, override))
     return out
 
 
-def check_key(key: str) -> None:
+def _check_group(key: str, override) -> None:
+    """BadConfig unless a config group's override names one of its files (`env=sokoban`): a comma
+    list is Hydra's multirun syntax, a list or another name is no file of the group."""
+    from .args import comma_list_message
+
+    if override.is_sweep_override():
+        raise BadConfig(comma_list_message(key, ",".join(map(str, override.value().list))))
+    value = "" if override.is_delete() else override.value()
+    value = value if isinstance(value, str) else override.get_value_element_as_str()  # a list: `[a,b]`
+    if value not in group_options(key):
+        raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(group_options(key))}")
+
+
+def check_key(key: str, arg: str = "") -> None:
     """BadConfig for a key no run reads, before Hydra sees it: `hydra.*` (Hydra's app settings,
-    which compose ignores), `launcher.*` (a launcher's settings live in its file), and a key
+    which compose ignores), `launcher.*` (a launcher's settings live in its file), a key of
+    `arena sweep` (`seeds=3` is not three runs: arena.config.verb_args.sweep_only_keys), and a key
     outside the schema, `+foo=1` included (Hydra would add it: it would do nothing, yet change
     every cell id). The message names the close matches only."""
     from .args import hydra_key_message, unknown_key_message
+    from .verb_args import sweep_only_keys, sweep_only_message
 
     if key == "hydra" or key.startswith("hydra."):
         raise BadConfig(hydra_key_message(key))
@@ -92,6 +123,8 @@ def check_key(key: str) -> None:
                         f"configs/launcher/slurm.yaml to configs/launcher/<mine>.yaml, edit it, and pass launcher=<mine>")
     if key in valid_keys() or key.startswith(OPEN_NAMESPACES):
         return
+    if key in sweep_only_keys():
+        raise BadConfig(sweep_only_message(key, arg.lstrip("+~") or f"{key}=..."))
     raise BadConfig(unknown_key_message(key, valid_keys()))
 
 
@@ -104,15 +137,11 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
     from .store import register
 
     register()
-    overrides = _normalise(overrides)
-    for ov in overrides:
-        key, _, value = ov.lstrip("+~").partition("=")
-        if key in GROUPS and "," in value and value not in group_options(key):
-            from .args import comma_list_message
-
-            raise BadConfig(comma_list_message(key, value))
-        if key in GROUPS and value not in group_options(key):
-            raise BadConfig(f"unknown {key} {value!r}; valid: {', '.join(group_options(key))}")
+    normalised = _normalise_parsed(overrides)
+    for _, override in normalised:
+        if override.key_or_group in GROUPS:
+            _check_group(override.key_or_group, override)
+    overrides = [ov for ov, _ in normalised]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):

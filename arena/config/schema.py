@@ -167,7 +167,5 @@ class RunConfig:
     results_dir: str = "results"  # where runs, sweeps and reports go
     name: Optional[str] = None  # the sweep's name (a folder under results_dir/sweeps)
     arm: Optional[str] = None  # set by the sweep; excluded from the cell id
-    dimension: Optional[str] = None  # sweep only: the grid (arena/sweeps/grids/<dimension>.yaml)
-    seeds: Any = 3  # sweep only: a count (3 = seeds 0-2), a list ([0,5,9]) or auto (rounds up to max_seeds)
-    launcher: str = "local"  # sweep only: configs/launcher/<name>.yaml (local | debug | slurm ...)
-    fail_fast: bool = False  # sweep only: stop launching after the first failed cell
+    # How a sweep expands and launches (dimension, seeds, launcher, fail_fast, ...) is no run's
+    # config: those keys are the sweep's own (arena.config.verb_args.SweepArgs).

@@ -1,6 +1,6 @@
 """The run folder every backend writes (docs/design.md, Run folder; names in layout.py):
 
-    <out>/config.yaml      resolved config (records the cell's arm; no sweep-only key)
+    <out>/config.yaml      resolved config (records the cell's arm)
     <out>/metrics.jsonl    one JSON object per step, keyed by "step"; a step is written at most once
     <out>/summary.json     written atomically and last: the proof of completion when it parses
                            and carries every key of its kind (SUMMARY_FIELDS_BY_KIND)
@@ -37,7 +37,7 @@ from arena.config import cell_id
 from .atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
 from .faults import crash_point
 from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS_BY_KIND,
-                     SUMMARY_FILE, SUMMARY_STATUSES, SWEEP_ONLY_KEYS, policy_dir, step_policy_dir)
+                     SUMMARY_FILE, SUMMARY_STATUSES, policy_dir, step_policy_dir)
 
 logger = logging.getLogger(__name__)
 
@@ -184,8 +184,8 @@ class RunFolder:
 
     # ------------------------------------------------------------ writes
     def write_config(self, yaml_text: str) -> None:
-        """config.yaml = `yaml_text` without the sweep-only keys (layout.SWEEP_ONLY_KEYS)."""
-        atomic_write_text(self.config_file, without_sweep_keys(yaml_text))
+        """config.yaml = `yaml_text` (the resolved run config)."""
+        atomic_write_text(self.config_file, yaml_text)
 
     def reset_metrics(self, step: Optional[int]) -> tuple[int, int]:
         """Resume: keep the rows with row['step'] <= step (none when step is None: no checkpoint)
@@ -298,18 +298,6 @@ class RunFolder:
         if not data or data.endswith(b"\n"):
             return None
         return data.rfind(b"\n") + 1
-
-
-def without_sweep_keys(yaml_text: str) -> str:
-    """The config text without its top-level SWEEP_ONLY_KEYS (re-dumped in the same key order);
-    the text unchanged when it holds none of them."""
-    import yaml
-
-    data = yaml.safe_load(yaml_text)
-    if not isinstance(data, dict) or not any(k in data for k in SWEEP_ONLY_KEYS):
-        return yaml_text
-    kept = {k: v for k, v in data.items() if k not in SWEEP_ONLY_KEYS}
-    return yaml.safe_dump(kept, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
 def _json_number(v: Any) -> Any:

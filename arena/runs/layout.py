@@ -71,11 +71,6 @@ EVAL_SUMMARY_FIELDS = ("status", "kind", "eval_id", "final_eval_success", "n_eva
                        "wall_seconds", "git_sha", "git_dirty", "versions", "host", "slurm_job_id")
 SUMMARY_FIELDS_BY_KIND = {"train": SUMMARY_FIELDS, "eval": EVAL_SUMMARY_FIELDS}
 
-# Config keys only `arena sweep` reads ("sweep only" in arena/config/schema.py): a run's
-# config.yaml leaves them out (RunFolder.write_config), and the cell id never hashed them
-# (arena.config.load.NOT_IN_CELL_ID), so ids are the same with or without them.
-SWEEP_ONLY_KEYS = ("dimension", "seeds", "launcher", "fail_fast")
-
 # A name used as one path part: letters, digits, '.', '_', '-', '+', '=', ',' ; not starting
 # with '.' or '-' (no hidden folders, no "..", no option-looking names), at most 100 characters.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=,-]{0,99}")

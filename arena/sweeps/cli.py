@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_bad_input  # noqa: F401
+from arena.config.verb_args import Parsed
 from arena.runs.layout import ERROR_FILE
 
 _bad = print_bad_input
@@ -31,16 +32,15 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
     return EXIT_OK
 
 
-def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: Optional[Callable] = None,
-               log: Callable = print, arms: Optional[list] = None) -> int:
+def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
+               bc_fn: Optional[Callable] = None, log: Callable = print, arms: Optional[list] = None) -> int:
     """`arena sweep dimension=NAME [env=...] [seeds=N|[...]|auto [max_seeds=N] [min_effect=P]] [launcher=...]
-    [fail_fast=true] [dry_run=true] key=value...`
-    (`--dry-run` is dry_run=true: print the plan, write and launch nothing)."""
+    [fail_fast=true] [dry_run=true] key=value...` (the keys: arena.config.verb_args.SweepArgs;
+    `--dry-run` is dry_run=true: print the plan, write and launch nothing)."""
     from .sweep import build_plan, execute
 
-    args = ["dry_run=true" if a == "--dry-run" else a for a in args]
     try:
-        plan, options = build_plan(list(args), arms=arms)
+        plan, options = build_plan(args, arms=arms)
     except ValueError as exc:
         return _bad("sweep", exc)
     if plan.superseded:
@@ -77,47 +77,49 @@ def sweep_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: O
 def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: Optional[Callable] = None,
                 log: Callable = print) -> int:
     """`arena search method=NAME [env=...] [search.mode=first|best|tpe] [search.seeds=[...]] key=value...`:
-    a one-arm sweep named `search-<method>-<budget>` with the stability search on."""
+    a one-arm sweep named `search-<method>-<budget>` with the stability search on (the keys:
+    arena.config.verb_args.SearchArgs)."""
+    import dataclasses
+
+    from arena.config.verb_args import SearchArgs, SweepArgs, parse_args, parse_overrides
     from arena.po.methods import METHODS
 
-    rest, method = [], None
-    for arg in args:
-        key, _, value = arg.partition("=")
-        if key == "method":
-            method = value
-        else:
-            rest.append(arg)
-    method = next((name for name in METHODS if method and name.lower() == method.lower()), method)  # SAPO_SM
+    try:
+        parsed = parse_args(SearchArgs, args)
+        refused = [o.key_or_group for o in parse_overrides(parsed.overrides) if o.key_or_group in ("dimension", "grid")]
+    except ValueError as exc:
+        return _bad("search", exc)
+    search = parsed.args
+    method = next((name for name in METHODS if search.method and name.lower() == str(search.method).lower()),
+                  search.method)  # SAPO_SM
     if method not in METHODS:
         return _bad("search", ValueError(f"method={method!r}: valid methods: {', '.join(METHODS)}"))
-    if any(a.startswith(("dimension=", "grid=")) for a in rest):
+    if refused:
         return _bad("search", ValueError("takes method=NAME, not dimension= or grid="))
     from .sweep import budget_of
 
-    budget = budget_of(rest)  # the last budget= wins, as in Hydra and in the sweep's own name
-    if not any(a.startswith("name=") for a in rest):
-        rest.append(f"name=search-{method}-{budget}")
-    return sweep_main([f"dimension=search-{method}", "search.enabled=true", *rest], train_fn=train_fn, bc_fn=bc_fn,
-                      log=log, arms=[{"name": method, "po.method": method}])
+    shared = {f.name: getattr(search, f.name) for f in dataclasses.fields(SweepArgs) if hasattr(search, f.name)}
+    # the last budget= wins (arena.config.verb_args), as in Hydra and in the sweep's own name
+    shared.update(dimension=f"search-{method}", name=search.name or f"search-{method}-{budget_of(parsed.overrides)}")
+    sweep = Parsed(SweepArgs(**shared), parsed.given - {"method"} | {"dimension", "name"},
+                   ["search.enabled=true", *parsed.overrides])
+    return sweep_main(sweep, train_fn=train_fn, bc_fn=bc_fn, log=log, arms=[{"name": method, "po.method": method}])
 
 
 def status_main(args: list[str], log: Callable = print) -> int:
-    """`arena status name=NAME [results_dir=...]`: the sweep's state from disk alone."""
+    """`arena status name=NAME [results_dir=...]`: the sweep's state from disk alone (the keys:
+    arena.config.verb_args.StatusArgs)."""
+    from arena.config.verb_args import StatusArgs, parse_own_args
     from arena.runs.layout import check_name
 
     from .status import status_lines
 
-    opts = {}
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or key not in ("name", "results_dir"):
-            return _bad("status", ValueError(f"bad argument {arg!r}; valid keys: name, results_dir"))
-        opts[key] = value
-    if "name" not in opts:
-        return _bad("status", ValueError("needs name=SWEEP; valid keys: name, results_dir"))
     try:
-        check_name("name", opts["name"])  # a folder under results_dir/sweeps, never a path
-        lines = status_lines(opts.get("results_dir", "results"), opts["name"])
+        parsed = parse_own_args(StatusArgs, args)  # status takes its own keys only
+        if parsed.args.name is None:
+            raise ValueError("needs name=SWEEP; valid keys: name, results_dir")
+        check_name("name", parsed.args.name)  # a folder under results_dir/sweeps, never a path
+        lines = status_lines(str(parsed.args.results_dir), parsed.args.name)
     except ValueError as exc:
         return _bad("status", exc)
     for line in lines:

@@ -17,13 +17,14 @@ def check_run_overrides(run: list[str], arms: list[dict[str, Any]], sources: lis
     unknown key, naming the close matches among the sweep's keys and the run config's."""
     from arena.config.args import unknown_key_message
     from arena.config.load import OPEN_NAMESPACES, valid_keys
+    from arena.config.verb_args import parse_overrides
 
-    for arg in run:
-        key = arg.split("=", 1)[0].lstrip("+~")
+    for arg, override in zip(run, parse_overrides(run)):
+        key = override.key_or_group
         if key not in valid_keys() and not key.startswith((*OPEN_NAMESPACES, "hydra", "launcher.")):
             raise ValueError(unknown_key_message(key, [*sweep_keys, *valid_keys()]))
         if key == "seed":
-            value = arg.partition("=")[2]
+            value = override.get_value_element_as_str()
             raise ValueError(f"{arg}: a sweep sets each cell's seed from seeds= (a count or a list); valid: "
                              f"seeds=[{value}] for that seed alone, or seeds=N for seeds 0..N-1")
         for i, arm in enumerate(arms):

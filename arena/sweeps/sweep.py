@@ -1,5 +1,6 @@
-"""`arena sweep`: parse the sweep's own keys, expand and validate every cell, write the
-manifest, run BC as its own stage, then run the missing cells and print the table."""
+"""`arena sweep`: read the sweep's own keys (arena.config.verb_args.SweepArgs), expand and
+validate every cell, write the manifest, run BC as its own stage, then run the missing cells
+and print the table."""
 from __future__ import annotations
 
 import os
@@ -7,31 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-import yaml
+from arena.config.verb_args import Parsed, SweepArgs, last_value, own_fields, parse_args, parse_overrides
 
 from .auto_seeds import parse_auto
 from .grids import available_dimensions, load_grid_located, parse_envs, parse_seeds
 from .plan import SweepPlan, expand, first_use_notices
-
-RUN_ENV_DEFAULT = "sokoban"
-
-# Keys the sweep consumes itself; everything else is a run override passed to every cell.
-# The comment beside each key is its `arena sweep --help` text (arena.config.field_docs).
-SWEEP_KEYS = {
-    "dimension": None,  # the grid of arms: arena/sweeps/grids/<dimension>.yaml (or one in $ARENA_GRIDS)
-    "grid": None,  # a grid file of your own instead of dimension=
-    "env": RUN_ENV_DEFAULT,  # the environments, one or a list: env=[sokoban,household]
-    "envs": None,  # another spelling of env=[...] (give one of the two)
-    "seeds": 3,  # a count (3 = seeds 0-2), a list ([0,5,9]), or auto: seeds in rounds until each comparison is resolved (max_seeds)
-    "max_seeds": None,  # with seeds=auto: seeds per arm at most, an integer >= 2 (default 10); 3 first, then one per round to unresolved arms
-    "min_effect": None,  # with seeds=auto: the difference in points a "no difference" must rule out (default 5)
-    "launcher": "local",  # configs/launcher/<name>.yaml: local | debug | slurm | ...
-    "fail_fast": False,  # stop launching cells after the first failed one
-    "name": None,  # the sweep's folder under results_dir/sweeps; default <dimension>-<budget>
-    "timeout_min": None,  # minutes a cell may run (the launcher's timeout_min when unset)
-    "progress_s": 30.0,  # seconds between progress lines
-    "dry_run": False,  # print the plan (cells, BC stages, launcher, wall-time estimate); write nothing (--dry-run)
-}
 
 
 @dataclass
@@ -44,100 +25,87 @@ class SweepOptions:
     parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism)
 
 
-def split_args(args: list[str]) -> tuple[dict, list[str]]:
-    """`key=value` args -> (the sweep's keys parsed as YAML, the raw run overrides)."""
-    sweep, run = {}, []
-    for arg in args:
-        if "=" not in arg:
-            raise ValueError(f"expected key=value, got {arg!r} (e.g. dimension=is_clipping seeds=3)")
-        key, _, raw = arg.partition("=")
-        if key in SWEEP_KEYS:
-            try:
-                sweep[key] = yaml.safe_load(raw) if raw else ""
-            except yaml.YAMLError as exc:
-                raise ValueError(f"{key}={raw!r} is not a valid value ({str(exc).splitlines()[0]}); "
-                                 f"e.g. seeds=3 or seeds=[0,5,9]") from exc
-        else:
-            run.append(arg)
-    return sweep, run
-
-
 def budget_of(run: list[str]) -> str:
-    """The budget a list of key=value overrides composes: the last `budget=` wins, as in Hydra;
-    none: "default". The one reader of it for the sweep's name and `arena search`'s."""
-    budgets = [a.partition("=")[2] for a in run if a.startswith("budget=")]
-    return budgets[-1] if budgets else "default"
+    """The budget a list of key=value overrides composes: the last `budget=` wins (the one
+    precedence rule, arena.config.verb_args); none: "default". The one reader of it for the
+    sweep's name and `arena search`'s."""
+    return str(last_value(run, "budget", "default"))
 
 
 def _results_dir(run: list[str]) -> Path:
-    dirs = [a.partition("=")[2] for a in run if a.startswith("results_dir=")]
-    return Path(dirs[-1] if dirs else "results").resolve()
+    return Path(str(last_value(run, "results_dir", "results"))).resolve()
 
 
-def _dimension(sweep: dict, arms: Optional[list]) -> str:
+def _dimension(parsed: Parsed[SweepArgs], arms: Optional[list]) -> str:
     """The sweep's dimension: dimension= (a shipped or $ARENA_GRIDS grid), else grid=PATH's stem."""
-    if "dimension" in sweep:
-        value = sweep["dimension"]
-        if arms is None and "grid" not in sweep and (not isinstance(value, str) or not value):
+    sweep, given = parsed.args, parsed.given
+    if "dimension" in given:
+        value = sweep.dimension
+        if arms is None and "grid" not in given and (not isinstance(value, str) or not value):
             raise ValueError(f"dimension={value!r} is empty or not a name; valid: {', '.join(available_dimensions())}")
         if value not in (None, ""):
             return str(value)
-    if sweep.get("grid") in (None, ""):
+    if sweep.grid in (None, ""):
         raise ValueError("needs dimension=NAME (or grid=PATH); valid dimensions: "
                          + ", ".join(available_dimensions()))
-    return Path(str(sweep["grid"])).stem
+    return Path(str(sweep.grid)).stem
 
 
-def _options(sweep: dict, launcher: str) -> SweepOptions:
-    """timeout_min (null or an integer >= 1), progress_s (> 0), fail_fast and dry_run (booleans)."""
-    flags = {}
-    for key in ("fail_fast", "dry_run"):
-        flags[key] = sweep.get(key, False)
-        if not isinstance(flags[key], bool):
-            raise ValueError(f"{key}={flags[key]!r}: valid: true or false")
-    timeout = sweep.get("timeout_min")
+def _envs(parsed: Parsed[SweepArgs]):
+    """The value of env= or of its other spelling envs= (`envs=[sokoban,household,shop]`), not both."""
+    if "envs" not in parsed.given:
+        return parsed.args.env
+    if "env" in parsed.given:
+        raise ValueError("give the environments once: env=[...] or envs=[...], not both")
+    return parsed.args.envs
+
+
+def _options(sweep: SweepArgs, launcher: str) -> SweepOptions:
+    """timeout_min (null or an integer >= 1) and progress_s (> 0); fail_fast and dry_run are
+    booleans already (arena.config.verb_args.parse_args)."""
+    timeout = sweep.timeout_min
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1):
         raise ValueError(f"timeout_min={timeout!r}: valid: an integer >= 1 (minutes per cell), or unset")
-    progress = sweep.get("progress_s", 30.0)
+    progress = sweep.progress_s
     if not isinstance(progress, (int, float)) or isinstance(progress, bool) or progress <= 0:
         raise ValueError(f"progress_s={progress!r}: valid: a number of seconds > 0")
     return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress),
-                        parallel=sweep_parallelism(launcher), **flags)
+                        parallel=sweep_parallelism(launcher), fail_fast=sweep.fail_fast, dry_run=sweep.dry_run)
 
 
-def build_plan(args: list[str], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
+def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
     """Everything a sweep needs, fully validated; raises ValueError naming the key (and the grid
     file and line) with the valid choices, before anything is written or launched.
+    `args`: the command line, or it parsed (arena.config.verb_args.parse_args(SweepArgs, ...)).
     `arms` replaces the grid (used by `arena search`, whose `dimension` names the sweep)."""
     from arena.runs.layout import Results, check_name
 
     from .launchers import launcher_names
 
-    sweep, run = split_args(args)
-    if "envs" in sweep:  # `envs=[sokoban,household,shop]` is another spelling of `env=[...]`
-        if "env" in sweep:
-            raise ValueError("give the environments once: env=[...] or envs=[...], not both")
-        sweep["env"] = sweep.pop("envs")
-    dimension = _dimension(sweep, arms)
+    parsed = args if isinstance(args, Parsed) else parse_args(SweepArgs, args)
+    sweep, run = parsed.args, list(parsed.overrides)
+    envs = _envs(parsed)
+    dimension = _dimension(parsed, arms)
     sources: list[str] = []
     if arms is None:
-        arms, sources = load_grid_located(dimension if "grid" not in sweep else None, path=sweep.get("grid"))
+        arms, sources = load_grid_located(dimension if "grid" not in parsed.given else None, path=sweep.grid)
     from .run_overrides import check_run_overrides
 
-    check_run_overrides(run, arms, sources, dimension, SWEEP_KEYS)  # seed=, a key an arm sets, a typo
-    launcher = str(sweep.get("launcher", "local"))
+    # seed=, a key an arm sets, a typo (named among the sweep's keys too)
+    check_run_overrides(run, arms, sources, dimension, [f.name for f in own_fields(SweepArgs)])
+    launcher = str(sweep.launcher)
     if launcher not in launcher_names():
         raise ValueError(f"unknown launcher {launcher!r}; valid: {', '.join(launcher_names())}")
     options = _options(sweep, launcher)
     results_dir = _results_dir(run)
-    run = [a for a in run if not a.startswith("results_dir=")] + [f"results_dir={results_dir}"]
-    auto = parse_auto(sweep.get("seeds", 3), sweep.get("max_seeds"), sweep.get("min_effect"))
-    plan = SweepPlan(name="", dimension=dimension, results=Results(results_dir), arms=arms,
-                     envs=parse_envs(sweep.get("env", RUN_ENV_DEFAULT)),
-                     seeds=parse_seeds(sweep.get("seeds", 3)) if auto is None else list(range(auto.first)),
+    run = [a for a, o in zip(run, parse_overrides(run)) if o.key_or_group != "results_dir"] + \
+        [f"results_dir={results_dir}"]
+    auto = parse_auto(sweep.seeds, sweep.max_seeds, sweep.min_effect)
+    plan = SweepPlan(name="", dimension=dimension, results=Results(results_dir), arms=arms, envs=parse_envs(envs),
+                     seeds=parse_seeds(sweep.seeds) if auto is None else list(range(auto.first)),
                      common=run, arm_sources=sources)
     # the name is a folder under results_dir: a safe name (no "..", no "/") or exit 2
-    name = check_name("name", sweep.get("name") or f"{dimension}-{budget_of(run)}")
+    name = check_name("name", sweep.name or f"{dimension}-{budget_of(run)}")
     plan.name = name
     plan.cells = expand(plan)  # validates every cell via load_config
     if auto is not None:

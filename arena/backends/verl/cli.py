@@ -3,8 +3,6 @@ error with the valid choices (exit 2, `arena verl-config: <message>` like every 
 `verl.<dotted.path>=value` go into verl's config."""
 from __future__ import annotations
 
-import yaml
-
 from arena.cli_errors import EXIT_OK, print_bad_input
 
 
@@ -12,17 +10,15 @@ def verl_config_main(args: list[str]) -> int:
     from omegaconf import OmegaConf
 
     from arena.config.load import load_config
+    from arena.config.verb_args import parse_overrides
 
-    ours, extra = [], {}
-    for arg in args:
-        key, sep, raw = arg.partition("=")
-        if not sep:
-            return print_bad_input("verl-config", f"expected key=value, got {arg!r}")
-        if key.startswith("verl."):
-            extra[key[len("verl."):]] = yaml.safe_load(raw) if raw else raw  # YAML scalar or list
-        else:
-            ours.append(arg)
-    try:
+    try:  # verl.<dotted.path>=value goes to verl's config (typed by Hydra's grammar), the rest is ours
+        ours, extra = [], {}
+        for arg, override in zip(args, parse_overrides(args)):
+            if override.key_or_group.startswith("verl."):
+                extra[override.key_or_group[len("verl."):]] = override.value()  # the last occurrence wins
+            else:
+                ours.append(arg)
         cfg = load_config(ours)
         from .verl_config import build_verl_config
 
