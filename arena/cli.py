@@ -174,11 +174,22 @@ def _verl_config(args: Sequence[str]) -> int:
     return verl_config_main(list(args))
 
 
-def _evaluation(module: str, entry: str) -> Callable[[dict], int]:
-    """`arena eval` / `arena serve` (arena/evaluation/, docs/eval.md)."""
-    import importlib
+def _evaluation(module: str, entry: str, keys: str, own_only: bool = False) -> Callable[[Sequence[str]], int]:
+    """`arena eval` / `arena serve` (arena/evaluation/, docs/eval.md): the command line read as
+    the verb's keys (`keys`, its dataclass in arena.config.verb_args; any other key is a run
+    config key, or exits 2 when `own_only`), handed to `entry` as the flat {dotted key: value}
+    dict of the keys given."""
 
-    return getattr(importlib.import_module(f"arena.evaluation.{module}"), entry)
+    def run(args: Sequence[str]) -> int:
+        import importlib
+
+        from arena.config import verb_args
+
+        parsed = verb_args.parse_nested_args(getattr(verb_args, keys), args, own_only=own_only)
+        return getattr(importlib.import_module(f"arena.evaluation.{module}"), entry)(
+            {**parsed.args, **parse_overrides(parsed.overrides)})
+
+    return run
 
 
 def _sweeps(verb: str) -> Callable[[Sequence[str]], int]:
@@ -202,8 +213,8 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "envs": _envs,
     "train": _train,
     "bc": _bc,
-    "eval": lambda args: _evaluation("entry", "eval_entry")(parse_overrides(args)),
-    "serve": lambda args: _evaluation("server", "serve_main")(parse_overrides(args)),
+    "eval": _evaluation("entry", "eval_entry", "EvalArgs"),
+    "serve": _evaluation("server", "serve_main", "ServeArgs", own_only=True),
 }
 assert set(VERBS) == set(VERB_HELP), "every verb has its --help (arena/cli_help.py VERB_HELP)"
 

@@ -1,10 +1,10 @@
 """`arena <verb> --help`: the verb's usage, what it does, and every key it takes with its value
 and meaning. The meanings are read from where each key is defined (arena.config.field_docs):
-the run config schema (arena/config/schema.py), the argument dataclasses of sweep, search,
-status, report, findings, methods and envs (arena/config/verb_args.py, with each key's type),
-the eval and serve options (arena/evaluation/options.py). A run config key shows the value the
-run would get with the command line's env=, budget= and other keys, and the file that sets it
-(arena.config.effective) (docs/design.md, CLI grammar and exit codes).
+the run config schema (arena/config/schema.py) and the argument dataclasses of sweep, search,
+status, report, findings, methods, envs, eval and serve (arena/config/verb_args.py, with each
+key's type; eval's and serve's sections as dotted keys, `retry.max`). A run config key shows
+the value the run would get with the command line's env=, budget= and other keys, and the file
+that sets it (arena.config.effective) (docs/design.md, CLI grammar and exit codes).
 
 Printing help imports no torch, pandas or transformers: what heavy modules define (the report's
 keys, the method presets) is read from their source.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arena.config.field_docs import KeyDoc, dataclass_docs, dict_docs, dict_literal_keys
+from arena.config.field_docs import KeyDoc, dataclass_docs, dict_literal_keys
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
@@ -113,18 +113,11 @@ def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
 
 
 def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    from arena.evaluation import options
-
-    own = dict_docs(options, "DEFAULTS") + [KeyDoc("n", None, "eval episodes (eval.n)"),
-                                             KeyDoc("seed", 0, "the first held-out episode (the run config's seed)")]
+    """EvalArgs' keys, then `n` and `seed`: run config keys that eval reads its own way."""
+    own = _verb_keys("EvalArgs") + [KeyDoc("n", None, "(int) eval episodes (eval.n)"),
+                                    KeyDoc("seed", 0, "(int) the first held-out episode (the run config's seed)")]
     return [("Eval keys", own), (GROUPS_TITLE, config_groups(args)),
             (_RUN_TITLE, run_keys(args, leave_out=("seed",)))]
-
-
-def _serve_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    from arena.evaluation import options
-
-    return [("Keys", dict_docs(options, "SERVE_DEFAULTS"))]
 
 
 VERB_HELP: dict[str, VerbHelp] = {
@@ -159,7 +152,7 @@ VERB_HELP: dict[str, VerbHelp] = {
     "eval": VerbHelp("arena eval key=value ...", "Evaluate a checkpoint or an OpenAI-compatible endpoint on held-out "
                      "episodes into a run folder (docs/eval.md).", _eval_sections),
     "serve": VerbHelp("arena serve model.path=DIR [key=value ...]", "Serve a checkpoint behind an OpenAI-compatible "
-                      "chat endpoint (docs/eval.md).", _serve_sections),
+                      "chat endpoint (docs/eval.md).", lambda args=(): [("Keys", _verb_keys("ServeArgs"))]),
 }
 
 

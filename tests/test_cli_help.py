@@ -23,10 +23,9 @@ def own_keys(verb):
     config key is listed once: env.name is the env= group's, arm is set by the sweep, the
     budget is the budget= group's, the sweep's own keys are SweepArgs', and a sweep sets each
     cell's seed and name. The keys of sweep, search and status are their argument dataclasses'
-    fields (arena.config.verb_args)."""
-    from arena.config.verb_args import (EnvsArgs, FindingsArgs, MethodsArgs, ReportArgs, SearchArgs, StatusArgs,
-                                        SweepArgs)
-    from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
+    fields (arena.config.verb_args); eval's and serve's too, their sections as dotted keys."""
+    from arena.config.verb_args import (EnvsArgs, EvalArgs, FindingsArgs, MethodsArgs, ReportArgs, SearchArgs,
+                                        ServeArgs, StatusArgs, SweepArgs)
 
     run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm"]]
     sweep_run = [k for k in run if k not in ("env", "seed", "name")]
@@ -35,7 +34,8 @@ def own_keys(verb):
             "status": leaf_keys(StatusArgs), "report": leaf_keys(ReportArgs),
             "findings": leaf_keys(FindingsArgs), "methods": leaf_keys(MethodsArgs),
             "envs": ["play", "check", *leaf_keys(EnvsArgs), "<kwarg>"],
-            "eval": list(DEFAULTS) + ["n", "seed"] + [k for k in run if k != "seed"], "serve": list(SERVE_DEFAULTS)}[verb]
+            "eval": leaf_keys(EvalArgs) + ["n", "seed"] + [k for k in run if k != "seed"],
+            "serve": leaf_keys(ServeArgs)}[verb]
 
 
 @pytest.mark.parametrize("verb", list(VERBS))
@@ -75,21 +75,43 @@ def test_choices_are_listed_in_the_help(capsys):
     assert "valid: embedded | verl" in line
 
 
+def leaf_defaults(cls, prefix=""):
+    """{dotted key: default} of a dataclass's leaf fields, computed here as leaf_keys is."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out.update(leaf_defaults(type(default), f"{prefix}{f.name}.") if dataclasses.is_dataclass(default)
+                   else {prefix + f.name: default})
+    return out
+
+
 @pytest.mark.parametrize("verb, cls", [("sweep", "SweepArgs"), ("search", "SearchArgs"), ("status", "StatusArgs"),
                                        ("report", "ReportArgs"), ("findings", "FindingsArgs"),
-                                       ("methods", "MethodsArgs"), ("envs", "EnvsArgs")])
+                                       ("methods", "MethodsArgs"), ("envs", "EnvsArgs"), ("eval", "EvalArgs"),
+                                       ("serve", "ServeArgs")])
 def test_a_verb_s_own_keys_are_its_dataclass_s_fields_with_type_default_and_comment(verb, cls, capsys):
     from arena.config import verb_args
 
-    fields = dataclasses.fields(getattr(verb_args, cls))
+    defaults = leaf_defaults(getattr(verb_args, cls))
     assert main([verb, "--help"]) == 0
     lines = {line.split()[0].split("=")[0]: line for line in capsys.readouterr().out.splitlines()
              if line[:2] == "  " and line[2] != " "}
-    for f in fields:
-        default = "-" if f.default is None else str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
-        assert lines[f.name].split()[0] == f"{f.name}={default}", lines[f.name]
-        assert lines[f.name].split()[1].startswith("("), lines[f.name]  # (type)
+    for key, default in defaults.items():
+        shown = "-" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        # a long key=default (base_url=https://...) has its (type) meaning on the next line
+        words = lines[key].split() + [""]
+        assert words[0] == f"{key}={shown}", lines[key]
+        assert words[1].startswith("(") or len(words) == 2, lines[key]  # (type)
     # verb_args.py:  fail_fast: bool = False  # stop launching cells after the first failed one
     if verb == "sweep":
         assert lines["fail_fast"].split(None, 1)[1] == "(bool) stop launching cells after the first failed one"
         assert lines["timeout_min"].split()[1:3] == ["(int", "|"]  # Optional[int]: int | null
+    # RetryArgs:  max: int = 5  # retries after the first attempt of one request, an integer >= 0
+    if verb == "eval":
+        assert lines["retry.max"].split(None, 1)[1] == ("(int) retries after the first attempt of one request, an "
+                                                        "integer >= 0")
+        assert lines["max_tokens"].split()[1:4] == ["(int", "|", "null)"]
+    # ServeModelArgs:  path: Optional[str] = None  # required: a local checkpoint folder ...
+    if verb == "serve":
+        assert lines["model.path"].split()[:4] == ["model.path=-", "(str", "|", "null)"]
+        assert lines["port"].split(None, 1)[1] == "(int) the TCP port, an integer in 0..65535"

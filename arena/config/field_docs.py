@@ -7,8 +7,9 @@ A key's text is the comment block right above its line plus the comment at the e
     # arena.agent.prompts template          <- above
     prompt_template: str = "minimal"  # ... <- beside
 
-Two kinds of definitions are read: the fields of a structured-config dataclass (recursively, as
-dotted keys) and the keys of a module-level dict literal (e.g. `DEFAULTS = {"policy": ...}`).
+The definitions read are the fields of a structured-config dataclass (recursively, as dotted
+keys): the run config schema and the verbs' argument dataclasses. `dict_literal_keys` reads the
+names a heavy module defines (the method presets) without importing it.
 """
 from __future__ import annotations
 
@@ -78,19 +79,6 @@ def dataclass_docs(cls: type, prefix: str = "") -> list[KeyDoc]:
             where = next(c.__name__ for c in cls.__mro__ if f.name in lines.get(c.__name__, {}))
             out.append(KeyDoc(f"{prefix}{f.name}", default, _doc_at(lines[where][f.name], comments)))
     return out
-
-
-def dict_docs(module: Any, name: str) -> list[KeyDoc]:
-    """The keys of the module-level dict literal `name` in `module`, with values and comments."""
-    source = inspect.getsource(module)
-    comments = _comments(source)
-    values = getattr(module, name)
-    for node in ast.parse(source).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
-            return [KeyDoc(k.value, values[k.value], _doc_at(k.lineno, comments))
-                    for k in node.value.keys if isinstance(k, ast.Constant)]
-    raise ValueError(f"{module.__name__}.{name} is not a dict literal at module level")
 
 
 def dict_literal_keys(path: Path, name: str) -> list[str]:

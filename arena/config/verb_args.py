@@ -1,10 +1,13 @@
 """One argument grammar for every verb (docs/design.md, CLI grammar and exit codes): a verb's
 own keys are the fields of its argument dataclass (`SweepArgs`, `SearchArgs`, `StatusArgs`,
-`ReportArgs`, `FindingsArgs`, `MethodsArgs`, `EnvsArgs`), and `parse_args(cls, args)` reads a
-command line with Hydra's override grammar (`OverridesParser`), takes the dataclass's keys out
-typed, and passes every other key through, in order, as run config overrides (for
-`load_config`, that is Hydra's compose). A verb whose keys are a table (`eval`, `serve`) reads
-them with the same grammar (`parse_key_values`).
+`ReportArgs`, `FindingsArgs`, `MethodsArgs`, `EnvsArgs`, `EvalArgs`, `ServeArgs`), and
+`parse_args(cls, args)` reads a command line with Hydra's override grammar (`OverridesParser`),
+takes the dataclass's keys out typed, and passes every other key through, in order, as run
+config overrides (for `load_config`, that is Hydra's compose). `eval` and `serve` have dotted
+keys (`retry.max`, `model.path`): their dataclasses hold sections (`retry: RetryArgs`), read by
+`parse_nested_args` into an OmegaConf structured config, which types each value; the pipeline
+gets them as the flat `{dotted key: value}` dict it always read. `envs`' env kwargs are a table
+read with the same grammar (`parse_key_values`).
 
 The one precedence rule: the last occurrence of a key wins, everywhere. A verb key given twice
 keeps its last value; a run override given twice reaches Hydra twice, and Hydra applies the
@@ -18,11 +21,12 @@ Hydra's parser only when a command line is parsed (`--help` and a bad flag exit 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Optional, Sequence, TypeVar
 
-from .args import BadArgument, close_matches, comma_list_message
+from .args import BadArgument, close_matches, comma_list_message, unknown_key_message
 
 T = TypeVar("T")
 
@@ -104,9 +108,68 @@ class EnvsArgs:
     make_pool: bool = False  # true: a run without a terminal may make the env's pool on first use (household: minutes)
 
 
+@dataclass
+class DebateArgs:
+    """`arena eval`'s debate.* keys."""
+    agents: int = 3  # paradigm=*debate: agents per episode, an integer >= 2
+    rounds: int = 2  # paradigm=*debate: rounds of answers, an integer >= 1
+
+
+@dataclass
+class RetryArgs:
+    """`arena eval`'s retry.* keys: one request's retries (arena.evaluation.client)."""
+    max: int = 5  # retries after the first attempt of one request, an integer >= 0
+    backoff: float = 0.5  # seconds; exponential backoff with jitter when no Retry-After is given
+    max_wait: float = 60.0  # cap on one wait, Retry-After included
+
+
+@dataclass
+class EvalArgs:
+    """`arena eval`: its own keys (docs/eval.md, Keys); every other key (n=, seed=, env=,
+    model.path, eval.temperature, out, ...) is a run config key. Choices and ranges are checked
+    by arena.evaluation.options.build_options."""
+    policy: str = "checkpoint"  # what plays: checkpoint (model.path, run here) | openai (an OpenAI-compatible endpoint)
+    paradigm: str = "sla"  # sla (one agent) | debate | aggressive_debate (agents that see each other's answers; policy=openai)
+    model: Optional[str] = None  # policy=openai: the model name sent to the endpoint
+    base_url: str = "https://api.openai.com/v1"  # policy=openai: the endpoint, an http:// or https:// URL
+    api_key_env: Optional[str] = "OPENAI_API_KEY"  # the variable holding the key; "" = send no key (a local `arena serve`)
+    label: Optional[str] = None  # the row name in the report table; default: the model name / checkpoint folder
+    debate: DebateArgs = field(default_factory=DebateArgs)
+    concurrency: int = 4  # episodes (so requests) in flight at once, an integer >= 1
+    retry: RetryArgs = field(default_factory=RetryArgs)
+    timeout: float = 60.0  # seconds per attempt (connect and read)
+    max_tokens: Optional[int] = None  # per reply; default: env.max_new_tokens (checkpoint), 1024 (openai)
+    max_tokens_field: str = "max_tokens"  # max_completion_tokens for OpenAI reasoning models (o-series, gpt-5)
+    sampling_params: bool = True  # send eval.temperature / eval.top_p; false = the endpoint's defaults
+    chunk: int = 64  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
+    make_pool: bool = False  # true: a run without a terminal may make the env's pool on first use (household: minutes)
+    sweep: Optional[str] = None  # NAME: evaluate the final policy of every finished cell of sweep NAME instead (sweep_eval.py)
+    min_effect: float = MIN_EFFECT  # with sweep=: points a "no difference" verdict must rule out (docs/methods.md, Statistics)
+
+
+@dataclass
+class ServeModelArgs:
+    """`arena serve`'s model.* key."""
+    path: Optional[str] = None  # required: a local checkpoint folder (an arena or Hugging Face model, or a run folder)
+
+
+@dataclass
+class ServeArgs:
+    """`arena serve` (docs/eval.md, arena serve): its keys only."""
+    model: ServeModelArgs = field(default_factory=ServeModelArgs)
+    port: int = 8000  # the TCP port, an integer in 0..65535
+    host: str = "127.0.0.1"  # the address to bind; there is no authentication, so 0.0.0.0 only on a trusted network
+    served_name: Optional[str] = None  # the model id clients send and /v1/models lists; default: the folder's name
+    device: str = "cpu"  # cpu | cuda
+    max_tokens: Optional[int] = None  # a reply's token limit when the request names none; default 256 (an integer >= 1)
+    max_model_len: Optional[int] = None  # prompt + max_tokens must fit it (else 400); default: the model's context
+    max_body_bytes: Optional[int] = None  # a larger request body is refused (413); default 1 MiB
+    request_timeout: Optional[float] = None  # seconds per request, waiting for the model included (else 504); default 600
+
+
 @dataclass(frozen=True)
 class Parsed(Generic[T]):
-    args: T  # the verb's dataclass, its keys typed
+    args: T  # the verb's dataclass, its keys typed (parse_nested_args: the flat dict of the keys given)
     given: frozenset  # the verb keys the command line set
     overrides: list  # every other key=value, in the command line's order (run config overrides)
 
@@ -176,12 +239,12 @@ def _one_value(arg: str, override) -> Any:
     return override.value()
 
 
-def _typed(field: dataclasses.Field, hints: dict, arg: str, override) -> Any:
-    """The value of a verb key: one value (_one_value); a str key takes a number's text
-    (`name=123`), a bool key takes true or false only. Ranges and the other types are the
-    verb's to check, with messages naming what is valid (e.g. timeout_min, an integer >= 1)."""
+def _typed(kind: Any, arg: str, override) -> Any:
+    """The value of a verb key of type `kind`: one value (_one_value); a str key takes a number's
+    text (`name=123`, `label=007`), a bool key takes true or false only. Ranges and the other
+    types are the verb's to check, with messages naming what is valid (e.g. timeout_min, an
+    integer >= 1)."""
     key, value = override.key_or_group, _one_value(arg, override)
-    kind = hints[field.name]
     if kind in (str, Optional[str]) and isinstance(value, (int, float)) and not isinstance(value, bool):
         return override.get_value_element_as_str()
     if kind is bool and not isinstance(value, bool):
@@ -204,7 +267,7 @@ def parse_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
         if key not in names:
             overrides.append(arg)
             continue
-        values[key] = _typed(names[key], hints, arg, override)  # the last occurrence wins
+        values[key] = _typed(hints[key], arg, override)  # the last occurrence wins
     return Parsed(cls(**values), frozenset(values), overrides)
 
 
@@ -219,10 +282,70 @@ def parse_own_args(cls: type[T], args: Sequence[str]) -> Parsed[T]:
 
 
 def parse_key_values(args: Sequence[str]) -> dict[str, Any]:
-    """{key: typed value} of a verb whose keys are a table, not a dataclass (`envs`' env kwargs,
-    `eval`'s and `serve`'s option tables): the same grammar, the last occurrence winning. A comma
-    list and a `+`/`~` prefix exit 2 (one key, one value)."""
+    """{key: typed value} of keys that are a table, not a dataclass's fields (`envs`' env kwargs,
+    the run config keys of `eval`): the same grammar, the last occurrence winning. A comma list
+    and a `+`/`~` prefix exit 2 (one key, one value)."""
     return {override.key_or_group: _one_value(arg, override) for arg, override in zip(args, parse_overrides(args))}
+
+
+def leaf_fields(cls: type, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted key, type) of each leaf key of a verb's dataclass, in `--help`'s order: a field
+    whose type is a dataclass is a section, whose fields are keys `section.field`
+    (`retry.max`)."""
+    hints, out = typing.get_type_hints(cls), []
+    for f in own_fields(cls):
+        kind = hints[f.name]
+        out += leaf_fields(kind, f"{prefix}{f.name}.") if dataclasses.is_dataclass(kind) else [(prefix + f.name, kind)]
+    return out
+
+
+def leaf_defaults(cls: type) -> dict[str, Any]:
+    """{dotted key: default} of a verb's dataclass (`{"retry.max": 5, ...}`), the flat table the
+    eval and serve pipelines read."""
+    instance = cls()
+    return {key: functools.reduce(getattr, key.split("."), instance) for key, _ in leaf_fields(cls)}
+
+
+KIND_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def type_message(key: str, value: Any, kind: Any) -> str:
+    """`retry.max='many': expected an integer (retry.max is int)`."""
+    kinds = typing.get_args(kind) if typing.get_origin(kind) is typing.Union else (kind,)
+    words = " or ".join("null" if k is type(None) else KIND_WORDS.get(k, type_name(k)) for k in kinds)
+    return f"{key}={value!r}: expected {words} ({key} is {type_name(kind)})"
+
+
+def parse_nested_args(cls: type, args: Sequence[str], own_only: bool = False) -> Parsed[dict]:
+    """`arena eval`'s and `arena serve`'s keys: the keys of `cls` (its leaves, dotted for its
+    sections) typed by an OmegaConf structured config of `cls`, as the flat {dotted key: value}
+    of the keys the command line gives (the last occurrence winning); every other key passes
+    through, in order, as a run override, or exits 2 when `own_only`. A key under one of the
+    sections of `cls` is never a run key: `debate.agentz=2` exits 2 with "did you mean
+    debate.agents?"; a value OmegaConf cannot make the key's type exits 2 naming the key and
+    its type; a section given a value (`retry=3`) exits 2 naming its keys."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    leaves = dict(leaf_fields(cls))
+    sections = {key.split(".")[0] for key in leaves if "." in key}
+    conf, given, overrides = OmegaConf.structured(cls), {}, []
+    for arg, override in zip(args, parse_overrides(args)):
+        key = override.key_or_group
+        if not own_only and key not in leaves and key.split(".")[0] not in sections:
+            overrides.append(arg)
+            continue
+        if key in sections:
+            raise BadArgument(f"{key}= is a section, not a key; valid: "
+                              f"{', '.join(f'{k}=VALUE' for k in leaves if k.startswith(key + '.'))}")
+        value = _typed(leaves[key], arg, override) if key in leaves else _one_value(arg, override)
+        try:  # OmegaConf's struct mode: an unknown key raises; its typed nodes convert or refuse the value
+            OmegaConf.update(conf, key, value, merge=False)
+        except (ConfigAttributeError, ConfigKeyError, ValidationError):
+            raise BadArgument(type_message(key, value, leaves[key]) if key in leaves
+                              else unknown_key_message(key, leaves)) from None
+        given[key] = None  # a dict for the command line's order, each key once
+    return Parsed({key: OmegaConf.select(conf, key) for key in given}, frozenset(given), overrides)
 
 
 def unknown_verb_key(key: str, cls: type) -> BadArgument:
@@ -244,10 +367,10 @@ def type_name(kind: Any) -> str:
 
 
 def verb_key_docs(cls: type) -> list:
-    """`--help`'s lines for a verb's own keys: each field of `cls` (its own fields first) with its
-    default and `(type) meaning`, the meaning read from the comment beside the field."""
+    """`--help`'s lines for a verb's own keys: each leaf key of `cls` (its own fields first, a
+    section's as `section.key`) with its default and `(type) meaning`, the meaning read from
+    the comment beside the field."""
     from .field_docs import KeyDoc, dataclass_docs
 
-    docs, hints = {d.key: d for d in dataclass_docs(cls)}, typing.get_type_hints(cls)
-    return [KeyDoc(f.name, docs[f.name].default, f"({type_name(hints[f.name])}) {docs[f.name].doc}")
-            for f in own_fields(cls)]
+    docs = {d.key: d for d in dataclass_docs(cls)}
+    return [KeyDoc(key, docs[key].default, f"({type_name(kind)}) {docs[key].doc}") for key, kind in leaf_fields(cls)]

@@ -1,11 +1,12 @@
 """`arena eval` / `arena serve` arguments: the eval-only keys, their choices, and the run folder.
 
-`arena eval key=value ...` takes the keys below; every other key (`env=`, `env.kwargs.*`,
-`model.path`, `model.prompt_template`, `eval.temperature`, `out`, `results_dir`, ...) is a run
-config key and goes through the same composition and checks as `arena train`
-(docs/design.md, Config paths and resolution order). `n=` is `eval.n` and `seed=` is the first held-out episode:
-episode i of the eval plays `eval_seed(seed + i)`, exactly the seeds a training run's eval
-plays when seed=0 (docs/eval.md, What arena eval runs).
+`arena eval key=value ...` takes the keys of EvalArgs (arena/config/verb_args.py), which the
+command line hands over as the flat dict `{"retry.max": 3, ...}` of the keys it gives; every
+other key (`env=`, `env.kwargs.*`, `model.path`, `model.prompt_template`, `eval.temperature`,
+`out`, `results_dir`, ...) is a run config key and goes through the same composition and
+checks as `arena train` (docs/design.md, Config paths and resolution order). `n=` is `eval.n`
+and `seed=` is the first held-out episode: episode i of the eval plays `eval_seed(seed + i)`,
+exactly the seeds a training run's eval plays when seed=0 (docs/eval.md, What arena eval runs).
 """
 from __future__ import annotations
 
@@ -15,45 +16,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from arena.config.verb_args import EvalArgs, ServeArgs, leaf_defaults
+
 POLICIES = ("checkpoint", "openai")
 PARADIGMS = ("sla", "debate", "aggressive_debate")
 MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
-# eval-only keys and their defaults (docs/eval.md, Keys)
-DEFAULTS: dict[str, Any] = {
-    "policy": "checkpoint",  # what plays: checkpoint (model.path, run here) | openai (an OpenAI-compatible endpoint)
-    "paradigm": "sla",  # sla (one agent) | debate | aggressive_debate (agents that see each other's answers; policy=openai)
-    "model": None,  # policy=openai: the model name sent to the endpoint
-    "base_url": "https://api.openai.com/v1",  # policy=openai: the endpoint, an http:// or https:// URL
-    "api_key_env": "OPENAI_API_KEY",  # "" = send no key (a local `arena serve`)
-    "label": None,  # the row name in the report table; default: the model name / checkpoint folder
-    "debate.agents": 3,  # paradigm=*debate: agents per episode, an integer >= 2
-    "debate.rounds": 2,  # paradigm=*debate: rounds of answers, an integer >= 1
-    "concurrency": 4,  # episodes (so requests) in flight at once
-    "retry.max": 5,  # retries after the first attempt of one request
-    "retry.backoff": 0.5,  # seconds; exponential backoff with jitter when no Retry-After is given
-    "retry.max_wait": 60.0,  # cap on one wait, Retry-After included
-    "timeout": 60.0,  # seconds per attempt (connect and read)
-    "max_tokens": None,  # per reply; default: env.max_new_tokens (checkpoint), 1024 (openai)
-    "max_tokens_field": "max_tokens",  # max_completion_tokens for OpenAI reasoning models (o-series, gpt-5)
-    "sampling_params": True,  # send eval.temperature / eval.top_p; false = the endpoint's defaults
-    "chunk": 64,  # policy=checkpoint: episodes per batched rollout (each chunk is cached)
-    "make_pool": False,  # true: a run without a terminal may make the env's pool on first use (household: minutes)
-    "sweep": None,  # NAME: evaluate the final policy of every finished cell of sweep NAME instead (sweep_eval.py)
-    "min_effect": 5.0,  # with sweep=: points a "no difference" verdict must rule out (docs/methods.md, Statistics)
-}
-# `arena serve` keys and their defaults (docs/eval.md, arena serve)
-SERVE_DEFAULTS: dict[str, Any] = {
-    "model.path": None,  # required: a local checkpoint folder (an arena or Hugging Face model, or a run folder)
-    "port": 8000,  # the TCP port, an integer in 0..65535
-    "host": "127.0.0.1",  # the address to bind; there is no authentication, so 0.0.0.0 only on a trusted network
-    "served_name": None,  # the model id clients send and /v1/models lists; default: the folder's name
-    "device": "cpu",  # cpu | cuda
-    "max_tokens": None,  # a reply's token limit when the request names none; default 256 (an integer >= 1)
-    "max_model_len": None,  # prompt + max_tokens must fit it (else 400); default: the model's context
-    "max_body_bytes": None,  # a larger request body is refused (413); default 1 MiB
-    "request_timeout": None,  # seconds per request, waiting for the model included (else 504); default 600
-}
+# eval-only keys and their defaults, flat ({"retry.max": 5, ...}): the fields of EvalArgs and
+# ServeArgs (arena/config/verb_args.py, where each key's type, default and meaning are written
+# once; docs/eval.md, Keys and arena serve)
+DEFAULTS: dict[str, Any] = leaf_defaults(EvalArgs)
+SERVE_DEFAULTS: dict[str, Any] = leaf_defaults(ServeArgs)
 SERVE_DEVICES = ("cpu", "cuda")
 OPENAI_MAX_TOKENS = 1024
 

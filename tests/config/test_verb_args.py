@@ -6,7 +6,7 @@ import pytest
 
 from arena.cli import _config
 from arena.config.args import BadArgument
-from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs, last_value, parse_args
+from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs, last_value, parse_args, parse_key_values
 from arena.sweeps.sweep import build_plan
 
 
@@ -99,7 +99,7 @@ def test_verbs_that_take_their_own_keys_only_name_the_close_match_and_the_valid_
 
 
 def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refused():
-    # eval, serve and envs take a table of keys (their options, an env's kwargs): the same grammar
+    # envs' env kwargs and eval's run keys are a table of keys: the same grammar
     from arena.config.verb_args import parse_key_values
 
     got = parse_key_values(["n=3", "base_url=http://127.0.0.1:8000/v1", "n=5", "label='a b'", "env.kwargs.dim=[7,7]"])
@@ -108,6 +108,53 @@ def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refu
         parse_key_values(["po.method=grpo,gspo"])
     with pytest.raises(BadArgument, match="this command's n= takes one value"):
         parse_key_values(["~n"])
+
+
+def test_eval_s_nested_keys_are_typed_by_their_dataclass_and_other_keys_pass_through():
+    from arena.config.verb_args import EvalArgs, parse_nested_args
+
+    parsed = parse_nested_args(EvalArgs, ["retry.max=1", "n=2", "debate.agents=4", "model.path=/m", "retry.max=7",
+                                          "n=3", "retry.backoff=1", "label=12"])
+    # only the keys given, in the order first given; retry.max's last value 7; backoff 1 -> the float
+    # 1.0 (RetryArgs.backoff: float); label=12 -> the text "12"; n and model.path are run keys
+    assert parsed.args == {"retry.max": 7, "debate.agents": 4, "retry.backoff": 1.0, "label": "12"}
+    assert isinstance(parsed.args["retry.backoff"], float)
+    assert parsed.overrides == ["n=2", "model.path=/m", "n=3"]  # untouched, in order: Hydra's last wins
+    assert parse_key_values(parsed.overrides) == {"n": 3, "model.path": "/m"}
+
+
+@pytest.mark.parametrize("cls, args, fragment", [
+    ("EvalArgs", ["retry.max=many"], "retry.max='many': expected an integer (retry.max is int)"),
+    ("EvalArgs", ["retry.max=2.5"], "retry.max=2.5: expected an integer (retry.max is int)"),
+    ("EvalArgs", ["retry.max_wait=[1]"], "retry.max_wait=[1]: expected a number (retry.max_wait is float)"),
+    ("EvalArgs", ["debate.agentz=2"], "unknown key 'debate.agentz'; did you mean debate.agents?"),
+    ("EvalArgs", ["debate.agents.k=2"], "unknown key 'debate.agents.k'; did you mean debate.agents?"),
+    ("EvalArgs", ["debate=2"], "debate= is a section, not a key; valid: debate.agents=VALUE, debate.rounds=VALUE"),
+    ("EvalArgs", ["make_pool=1"], "make_pool=1: valid: true or false"),  # OmegaConf would take 1 as true
+    ("EvalArgs", ["policy=null"], "policy=None: expected a string (policy is str)"),
+    ("EvalArgs", ["concurrency=2,3"], "a comma list is Hydra's multirun syntax"),
+    ("ServeArgs", ["prot=1"], "unknown key 'prot'; did you mean port?"),
+    ("ServeArgs", ["model.pth=/m"], "unknown key 'model.pth'; did you mean model.path?"),
+    ("ServeArgs", ["max_tokens=true"], "max_tokens=True: expected an integer or null (max_tokens is int | null)"),
+])
+def test_eval_and_serve_keys_exit_2_naming_the_key_and_its_type_or_the_close_key(cls, args, fragment):
+    from arena.config import verb_args
+
+    with pytest.raises(BadArgument) as info:
+        verb_args.parse_nested_args(getattr(verb_args, cls), args, own_only=cls == "ServeArgs")
+    assert fragment in str(info.value), str(info.value)
+
+
+def test_the_flat_defaults_are_the_dataclasses_fields():
+    from arena.config.verb_args import EvalArgs, ServeArgs, leaf_defaults
+    from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
+
+    # RetryArgs: max 5, backoff 0.5, max_wait 60.0; DebateArgs: agents 3, rounds 2; ServeModelArgs: path None
+    assert {k: DEFAULTS[k] for k in DEFAULTS if "." in k} == {"debate.agents": 3, "debate.rounds": 2, "retry.max": 5,
+                                                            "retry.backoff": 0.5, "retry.max_wait": 60.0}
+    assert DEFAULTS == leaf_defaults(EvalArgs) and len(DEFAULTS) == 20  # 15 top-level keys + 2 debate + 3 retry
+    assert SERVE_DEFAULTS == leaf_defaults(ServeArgs) and list(SERVE_DEFAULTS)[:2] == ["model.path", "port"]
+    assert SERVE_DEFAULTS["model.path"] is None and SERVE_DEFAULTS["port"] == 8000
 
 
 def test_help_shows_the_last_budget_given_twice():
