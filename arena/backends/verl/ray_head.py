@@ -29,8 +29,8 @@ MAX_TEMP_DIR_CHARS = 40
 HEAD_PORT_NAMES = ("port", "dashboard-port", "dashboard-agent-listen-port", "ray-client-server-port")
 # Ray system settings of the head's processes (GCS, raylet): no Serve to drain, so stop at once;
 # no speculative worker processes (the raylet otherwise starts idle workers when the first driver
-# connects and when tasks queue; none of verl's actors can use them, as each actor brings its
-# own runtime env, so each is one more process importing Ray on the run's cores)
+# connects and when tasks queue: in a CPU smoke run 2-3 of them never ran anything, each one more
+# process importing Ray on the run's cores; docs/verl.md, Where a CPU cell's time goes)
 HEAD_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", "RAY_prestart_worker_first_driver": "0",
             "RAY_enable_worker_prestart": "0"}
 
