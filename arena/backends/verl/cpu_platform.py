@@ -58,6 +58,8 @@ import torch.distributed
 from verl.plugin.platform import platform_manager
 from verl.plugin.platform.platform_base import PlatformBase
 
+from .launch import CPU_RUN_WORKERS
+
 PLATFORM_NAME = "cpu"
 # env vars of every process of a device=cpu run (driver and Ray runtime env); the engine lookup
 # key: verl registers its FSDP engines for devices cuda/npu only (module docstring)
@@ -166,7 +168,7 @@ class CPUPlatform(PlatformBase):
         # One "GPU" slot per worker process: verl sizes its resource pools in GPUs and checks
         # them against Ray's GPU count (ResourcePoolManager._check_resource_available:
         # `ValueError: Total available GPUs 0 is less than total desired GPUs 1`), so a CPU
-        # run's Ray head declares n_gpus_per_node GPU slots (main.ray_cluster). torch never
+        # run's Ray head declares n_gpus_per_node GPU slots (main.RayCluster). torch never
         # uses them: this platform's device is "cpu".
         return "GPU"
 
@@ -237,7 +239,7 @@ def cpu_overrides() -> dict:
     model = "actor_rollout_ref.model."
     return {
         "trainer.device": "cpu",
-        "trainer.n_gpus_per_node": 1,
+        "trainer.n_gpus_per_node": CPU_RUN_WORKERS,
         "actor_rollout_ref.actor.strategy": "fsdp2",
         "actor_rollout_ref.ref.strategy": "fsdp2",
         model + "override_config": {"attn_implementation": "eager"},

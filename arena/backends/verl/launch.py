@@ -39,6 +39,9 @@ ROLLOUT_ENGINES = {
 }
 INSTALL_HINT = "pip install 'arena[gpu]'"
 ARENA_ROLLOUT_MODULE = "arena.backends.verl.arena_rollout"  # registers rollout.name=arena in verl
+# device=cpu: verl workers of a run (trainer.n_gpus_per_node, cpu_platform.cpu_overrides), one
+# logical "GPU" slot each on the run's private Ray head (main.run_training)
+CPU_RUN_WORKERS = 1
 RUN_HERE_HINT = "rollout.name=arena (arena's own rollout: no vLLM, runs on CPU and CUDA)"
 
 

@@ -27,13 +27,15 @@ without one, run_training writes it from metrics.jsonl.
 """
 from __future__ import annotations
 
+import atexit
+import functools
+import gc
 import os
 import shutil
 import sys
 import traceback
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
@@ -109,35 +111,66 @@ def verl_env(cfg) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def ray_cluster(run: RunFolder, log=print, num_gpus: Optional[int] = None, min_cpus: int = 1) -> Iterator[str]:
-    """$RAY_ADDRESS when set; else a private head for this job (stopped on exit) with `num_gpus`
-    GPUs (default: the GPUs this node sees; given: a CPU run's logical "GPU" slots,
-    `RayHead(logical_gpus=True)`) and at least `min_cpus` logical CPUs (Ray's CPU count is a
-    scheduling budget, not cores: a CPU run's actors need more slots than a laptop has)."""
-    import ray
+class RayCluster:
+    """`with RayCluster(run, ...) as cluster: ...; cluster.ready(); run_ppo(...)`: $RAY_ADDRESS when
+    set; else a private head for this job, launched on entry and waited for in `ready()` (it boots
+    in its own processes while this one imports verl and writes the run's files: docs/verl.md,
+    Where a CPU cell's time goes), stopped on exit; its temp dir is removed unless the block
+    raised or called `keep_logs()`. The head has `num_gpus` GPUs (default: the GPUs this node
+    sees; given: a CPU run's logical "GPU" slots, `RayHead(logical_gpus=True)`) and at least
+    `min_cpus` logical CPUs (Ray's CPU count is a scheduling budget, not cores: a CPU run's actors
+    need more slots than a laptop has)."""
 
-    if os.environ.get("RAY_ADDRESS"):
-        yield os.environ["RAY_ADDRESS"]
-        return
-    from .launch import gpus_per_node
-    from .ray_head import RayHead, ray_temp_dir
+    def __init__(self, run: RunFolder, log=print, num_gpus: Optional[int] = None, min_cpus: int = 1):
+        self.run, self.log, self.num_gpus, self.min_cpus = run, log, num_gpus, min_cpus
+        self.head = None
+        self.launch_error: Optional[Exception] = None
+        self.failed = False
 
-    cpus = max(int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1), min_cpus)
-    gpus = gpus_per_node() if num_gpus is None else num_gpus
-    with RayHead(ray_temp_dir(run.path), num_cpus=cpus, num_gpus=gpus, logical_gpus=num_gpus is not None) as head:
-        log(f"[train] Ray head {head.address}, temp dir {head.temp_dir}")
-        os.environ["RAY_ADDRESS"] = head.address
+    def __enter__(self) -> "RayCluster":
+        if os.environ.get("RAY_ADDRESS"):
+            return self
+        from .launch import gpus_per_node
+        from .ray_head import RayHead, ray_temp_dir
+
+        cpus = max(int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1), self.min_cpus)
+        gpus = gpus_per_node() if self.num_gpus is None else self.num_gpus
         try:
-            yield head.address
-        except BaseException:
-            log(f"[train] Ray logs kept in {head.temp_dir}")
-            raise
-        finally:
-            os.environ.pop("RAY_ADDRESS", None)
+            self.head = RayHead(ray_temp_dir(self.run.path), num_cpus=cpus, num_gpus=gpus,
+                                logical_gpus=self.num_gpus is not None).launch()
+        except Exception as exc:  # raised by ready(), where the run records a failure (error.txt)
+            self.launch_error = exc
+        return self
+
+    def ready(self) -> str:
+        """The cluster's address, once its head answers (RuntimeError if it cannot start)."""
+        if self.launch_error is not None:
+            raise self.launch_error
+        if self.head is None:
+            return os.environ["RAY_ADDRESS"]
+        self.head.wait_ready()
+        self.log(f"[train] Ray head {self.head.address}, temp dir {self.head.temp_dir}")
+        os.environ["RAY_ADDRESS"] = self.head.address
+        return self.head.address
+
+    def keep_logs(self) -> None:
+        """The run failed: keep the head's temp dir (its logs) when it stops."""
+        self.failed = True
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self.head is None:
+            return
+        import ray
+
+        os.environ.pop("RAY_ADDRESS", None)
+        try:
             ray.shutdown()
-        head.stop()
-        shutil.rmtree(head.temp_dir, ignore_errors=True)  # a finished run's Ray logs are not kept
+        finally:
+            self.head.stop()
+        if exc_type is not None or self.failed:
+            self.log(f"[train] Ray logs kept in {self.head.temp_dir}")
+        else:
+            shutil.rmtree(self.head.temp_dir, ignore_errors=True)  # a finished run's Ray logs are not kept
 
 
 def initial_model_path(cfg, log=print) -> Path:
@@ -169,11 +202,20 @@ def _cannot_start(run: RunFolder, message: str, log) -> int:
     return EXIT_BAD_INPUT
 
 
+@functools.cache  # once per process
+def freeze_heap_at_exit() -> None:
+    """At interpreter exit, move every live object out of the garbage collector's reach before
+    the interpreter's final collections: those walk every object that torch, verl and
+    transformers created (py-spy: `gc_collect_main`; 2-4 s of a CPU cell's wall time on the
+    2-core box, 0.5 s frozen: docs/verl.md, Where a CPU cell's time goes). Reference counting
+    still frees objects and closes and flushes files; only cyclic garbage is left to the OS."""
+    atexit.register(gc.freeze)
+
+
 def run_training(cfg, log=print) -> int:
-    from omegaconf import OmegaConf, open_dict
+    from .launch import CPU_RUN_WORKERS, describe_missing, missing_for_training, uses_gpu
 
-    from .launch import describe_missing, missing_for_training, uses_gpu
-
+    freeze_heap_at_exit()
     run = RunFolder(run_dir(cfg))
     try:
         check_trainable(cfg)
@@ -191,6 +233,20 @@ def run_training(cfg, log=print) -> int:
     if cfg.sort_micro_batches is True:  # a work-saving knob of the embedded trainer: no result depends on it
         log("[train] sort_micro_batches=true is the embedded trainer's; verl's actor forms its own micro-batches "
             "(the same gradient up to float rounding: docs/design.md, Micro-batches by length)")
+    # a CPU run's head declares one "GPU" slot per worker (cpu_platform.CPUPlatform.ray_resource_name;
+    # cpu_overrides sets trainer.n_gpus_per_node to the same CPU_RUN_WORKERS) and enough logical
+    # CPUs for verl's actors: each worker bundle asks for 3 (actor, ref and rollout colocated),
+    # plus the TaskRunner, the agent-loop worker, the rollout server and verl's request router
+    slots = None if uses_gpu(cfg) else CPU_RUN_WORKERS
+    # the head is launched first: it boots while this process imports verl (build_verl_config)
+    with RayCluster(run, log=log, num_gpus=slots, min_cpus=CPU_RUN_RAY_CPUS if slots else 1) as cluster:
+        return _train(cfg, run, cluster, log)
+
+
+def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
+    """run_training once the run may start: verl config, config.yaml, dataset, then verl's loop."""
+    from omegaconf import OmegaConf, open_dict
+
     from .dataset import dataset_overrides, write_dataset
     from .run_folder import VerlRunWriter
     from .verl_config import build_verl_config
@@ -219,14 +275,11 @@ def run_training(cfg, log=print) -> int:
         from .task_runner import RemoteArenaTaskRunner
 
         os.environ.update(verl_env(cfg))  # this process too (verl reads them on import)
-        # a CPU run's head declares one "GPU" slot per worker (cpu_platform.CPUPlatform.ray_resource_name)
-        # and enough logical CPUs for verl's actors: each worker bundle asks for 3 (actor, ref and
-        # rollout colocated), plus the TaskRunner, the agent-loop and reward workers
-        slots = None if uses_gpu(cfg) else int(verl_cfg.trainer.n_gpus_per_node)
-        with ray_cluster(run, log=log, num_gpus=slots, min_cpus=CPU_RUN_RAY_CPUS if slots else 1):
-            run_ppo(verl_cfg, task_runner_class=RemoteArenaTaskRunner)
+        cluster.ready()
+        run_ppo(verl_cfg, task_runner_class=RemoteArenaTaskRunner)
         summary = run.summary() or writer.finish()  # the trainer's fit() writes it; else here
     except Exception:
+        cluster.keep_logs()
         run.write_error(traceback.format_exc())
         log(f"[train] failed; traceback in {run.error_file}")
         return EXIT_FAILED

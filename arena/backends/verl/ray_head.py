@@ -27,6 +27,12 @@ from typing import Optional
 # 107 bytes, so the temp dir itself must stay well below that.
 MAX_TEMP_DIR_CHARS = 40
 HEAD_PORT_NAMES = ("port", "dashboard-port", "dashboard-agent-listen-port", "ray-client-server-port")
+# Ray system settings of the head's processes (GCS, raylet): no Serve to drain, so stop at once;
+# no speculative worker processes (the raylet otherwise starts idle workers when the first driver
+# connects and when tasks queue: in a CPU smoke run 2-3 of them never ran anything, each one more
+# process importing Ray on the run's cores; docs/verl.md, Where a CPU cell's time goes)
+HEAD_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", "RAY_prestart_worker_first_driver": "0",
+            "RAY_enable_worker_prestart": "0"}
 
 
 def free_ports(count: int, host: str = "") -> list[int]:
@@ -87,7 +93,8 @@ def head_command(ports: dict[str, int], temp_dir: Path, *, num_cpus: int, num_gp
     """`ray start --head --block ...` with every fixed-default port replaced (module docstring)."""
     ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray") or "ray"
     return [
-        ray, "start", "--head", "--block", "--disable-usage-stats", "--include-dashboard=false",
+        # --no-monitor: no autoscaler monitor process (a fixed single-node cluster has nothing to scale)
+        ray, "start", "--head", "--block", "--disable-usage-stats", "--include-dashboard=false", "--no-monitor",
         f"--temp-dir={temp_dir}", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
         *(f"--{name}={ports[name]}" for name in HEAD_PORT_NAMES),
         "--min-worker-port=0", "--max-worker-port=0",  # 0: random worker ports, no shared range
@@ -111,24 +118,36 @@ class RayHead:
         self.command = head_command(self.ports, self.temp_dir, num_cpus=num_cpus, num_gpus=num_gpus)
         self.start_timeout_s = start_timeout_s
         self.process: Optional[subprocess.Popen] = None
+        self.launched_at: Optional[float] = None
         self.log_file = self.temp_dir / "ray_start.log"
 
     def start(self) -> "RayHead":
+        return self.launch().wait_ready()
+
+    def launch(self) -> "RayHead":
+        """Start `ray start` and return at once; `wait_ready` waits for it (the head boots in its
+        own processes meanwhile, so the caller can do its own start-up work in parallel)."""
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "w") as log:
-            env = {**os.environ, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}  # no Serve to drain: stop at once
+            env = {**os.environ, **HEAD_ENV}
             if self.logical_gpus:
                 env.pop("CUDA_VISIBLE_DEVICES", None)
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True, preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + self.start_timeout_s
+        self.launched_at = time.monotonic()
+        return self
+
+    def wait_ready(self) -> "RayHead":
+        """Return once the launched head answers; RuntimeError if `ray start` exits, or (after
+        stopping it) if `start_timeout_s` passes since `launch`."""
+        deadline = self.launched_at + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"`ray start` exited with {self.process.returncode}; log: {self.log_file}\n"
                                    + self.log_file.read_text()[-2000:])
             if self._ready():
                 return self
-            time.sleep(0.5)
+            time.sleep(0.1)  # cheap check (a connect and a log read) on the run's critical path
         self.stop()
         raise RuntimeError(f"Ray head not ready after {self.start_timeout_s:.0f}s; log: {self.log_file}")
 

@@ -123,6 +123,11 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
         actor + "loss_agg_mode": VERL_AGG_MODE[po.aggregation],
         # the run's whole resolved PO, once: the loss and the trainer both read it here (policy_loss.py)
         actor + "policy_loss": ArenaPolicyLossConfig.section(po),
+        # no reward-loop workers: arena's agent loop sets each trajectory's reward_score (the
+        # episode return), so verl never calls them (agent_loop.py), and verl's default of 8 is
+        # 8 Ray processes that import torch and verl for nothing (docs/verl.md, Where a CPU
+        # cell's time goes); verl calls them only with a reward model, which arena never enables
+        "reward.num_workers": 0,
         "algorithm.adv_estimator": estimator_name(po.advantage),
         "algorithm.use_kl_in_reward": False,
         "trainer.logger": ["console", "wandb"],
