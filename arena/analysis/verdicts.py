@@ -31,11 +31,14 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from arena.config.verb_args import MIN_EFFECT
+
 BETTER, WORSE, NO_DIFFERENCE, UNDERPOWERED = "better", "worse", "no difference", "underpowered"
 VERDICTS = (BETTER, WORSE, NO_DIFFERENCE, UNDERPOWERED)
 ALPHA = 0.05  # family-wise error rate
 POWER = 0.80
-MIN_EFFECT = 5.0  # points: the stated difference a "no difference" must rule out (report key may override)
+# MIN_EFFECT (points): the stated difference a "no difference" must rule out (report key may
+# override). Defined once in the light argument module, whose --help shows it without numpy.
 MAX_SEEDS_NEEDED = 100_000  # seeds_needed search cap (reached only when sd / min_effect is huge)
 
 

@@ -68,7 +68,7 @@ class StatusArgs:
 
 
 # The points a "no difference" verdict must rule out unless min_effect= says otherwise: the
-# report's MIN_EFFECT (arena.analysis.verdicts, which imports numpy; tests check they agree).
+# report's one default, defined here (no numpy) and imported by arena.analysis.verdicts.
 MIN_EFFECT = 5.0
 
 
