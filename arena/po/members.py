@@ -3,8 +3,9 @@ its defaulted keyword arguments, and what it reads from the per-turn batch is de
 it with `@reads(...)` (docs/design.md, Config paths and resolution order).
 
 Both backends derive everything from here: the composer checks `po.hp.*` against
-`Registry.hyperparameters`, the verl adapter copies exactly those keys into verl's config and
-requires exactly `Registry.reads` of the chosen advantage. So a new member is one function in
+`Registry.hyperparameters`; the verl adapter passes the whole resolved PO
+(`ResolvedPO.to_dict()`, with exactly those keys) in verl's `actor.policy_loss.po` and requires
+exactly `Registry.reads` of the chosen advantage. So a new member is one function in
 one registry (plus, for a method, one preset line in `arena/po/methods.py`).
 
 Errors have one format:
