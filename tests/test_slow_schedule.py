@@ -14,8 +14,8 @@ def test_every_side_by_side_module_exists_and_is_slow():
 
 
 def test_learning_seeds_are_their_own_units_and_the_rest_is_one_serial_unit():
-    seed = "tests/embedded/test_learning_bar.py::test_grpo_beats_its_start_beyond_noise_on_every_seed[3]"
-    assert work_unit(seed) == seed and side_by_side_minutes(seed) == 7.5
+    seed = "tests/embedded/test_learning_bar.py::test_grpo_gains_over_its_start_on_held_out_seeds[7]"
+    assert work_unit(seed) == seed and side_by_side_minutes(seed) == 4.5
     for nodeid in ("tests/slurm/test_cluster.py::test_job_array_runs_every_task",
                    "tests/verl/test_verl_config.py::test_every_preset_validates_through_verl[sokoban]",
                    "tests/embedded/test_bc.py::test_bc_beats_the_random_init_model_on_sokoban"):
@@ -23,7 +23,7 @@ def test_learning_seeds_are_their_own_units_and_the_rest_is_one_serial_unit():
 
 
 def test_order_keeps_the_serial_items_first_then_the_longest_seeds():
-    # minutes: household 27 > shop 15 > Sokoban 7.5; serial items keep their relative order
+    # minutes: household 27 > shop 15 > Sokoban 4.5; serial items keep their relative order
     names = ["tests/a.py::x", "tests/embedded/test_learning_bar.py::t[0]", "tests/b.py::y",
              "tests/embedded/test_household_learning.py::t[0]", "tests/embedded/test_shop_learning.py::t[1]"]
     items = [SimpleNamespace(nodeid=n) for n in names]

@@ -1,34 +1,55 @@
-"""The learning margin (docs/testbed.md, "The learning margin"): on the embedded Sokoban testbed,
-`budget=learn` GRPO ends >= 2.5 standard errors above its own step-0 eval on EVERY seed 0-4,
-greedy, on the eval set in use (eval.n = 1024 held-out rooms in budget=learn).
+"""The learning margin on held-out seeds (docs/testbed.md, "The learning test on held-out seeds"):
+on the embedded Sokoban testbed, GRPO under regime D gains over its own step-0 eval across seeds
+5-12, which no Sokoban recipe was tuned on, by arena's verdict rule ("better"), greedy, on
+1024 held-out rooms.
 
-    SE = sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n),  p0 = step-0 eval (the BC model), p1 = final eval
+Regime D (`RECIPE`): budget=learn's wider model (hidden 96) and band BC, lr 1e-4, 50 RL steps
+of 16 mini-batches x 1 epoch (16 optimizer steps per rollout step, one pass over the batch).
+It was set on calibration seeds 0-2 (and regime B, its two-epoch parent, on 0-2); seeds 5-12
+are the check seeds.
 
-Each seed trains its own BC (the seed is in the BC cache key), stopped on the validation band of
-budget=learn (the wider model, hidden 96: configs/budget/learn.yaml); the test also checks that
-the step-0 success is in the bar's headroom [15%, 70%] and that BC stopped inside its band.
+Per seed (its own item): the run finishes, its BC stops inside its band, its step-0 success lies
+in the headroom [15%, 70%], n >= 1024, and it does not end below its start by more than 2.5 SE
+paired by room. Across the seeds: once every seed's gain is in, the item that sees them all
+applies `arena.analysis.verdicts.compare` to the eight gains (points) and asserts "better"
+(learning_runs.py, `mean_verdict_when_complete`). The per-seed bar of earlier versions
+(gain >= 2.5 SE on every seed) held on the seeds the recipe was tuned on, not on every held-out
+seed (docs/testbed.md, "The learning margin on held-out seeds (5-12)").
 
 Wall time: one item per seed, one torch thread; the slow stage runs two items at a time
-(tests/slow_schedule.py). One item is BC (~1 min) + 100 RL steps with two evals of 1024 rooms
-(learning_runs.ENDS_ONLY): 7-8 min beside another process. Each run has a 30-minute timeout."""
+(tests/slow_schedule.py). One item is BC (~1.5 min) + 50 RL steps with two evals of 1024 rooms
+(learning_runs.ENDS_ONLY). Each run has a 30-minute timeout."""
 import pytest
 
-from .learning_runs import ENDS_ONLY, assert_bar, assert_bc_in_band, failed_logs, run_seed
+from arena.analysis.verdicts import BETTER
+from arena.config.verb_args import MIN_EFFECT
 
-SEEDS = (0, 1, 2, 3, 4)
-MARGIN_SE = 2.5
+from .learning_runs import (ENDS_ONLY, assert_bc_in_band, assert_headroom, assert_no_fall, failed_logs, gains,
+                            mean_verdict_when_complete, record_gain, run_seed, session_dir)
+
+CALIBRATION_SEEDS = (0, 1, 2)  # regime D's (docs/testbed.md); never asserted on here
+SEEDS = (5, 6, 7, 8, 9, 10, 11, 12)
+RECIPE = ["budget=learn", "steps=50", "ppo_num_mini_batches=16", "ppo_epochs=1", "po.method=grpo"]
+NO_FALL_SE = 2.5
 RUN_TIMEOUT_S = 30 * 60
 
 pytestmark = pytest.mark.slow
 
 
-# What the testbed showed (docs/testbed.md, "A wider model"): seed 0 44.7% -> 57.0% (+12.3 points,
-# 5.6 SE), seed 1 55.0% -> 70.9% (+15.9, 7.6 SE), seeds 2-4 +8.9, +11.6, +6.8 (3.1-5.3 SE) on 1024
-# rooms; with the tiny model seed 0 stayed at 1.3 SE. Asserted per seed: the run finishes, its BC
-# stops in its band, step 0 in the headroom [15%, 70%], p1_s - p0_s >= 2.5 SE_s (the bar). The
-# mean over the five seeds is >= 2.5 of its SE whenever every seed passes (learning_runs.py).
+# What the testbed showed (docs/testbed.md, "The learning test on held-out seeds"): seeds 5-12
+# on 1024 rooms, evaluated after the runs of r34 (the same training; evaluation draws nothing).
 @pytest.mark.parametrize("seed", SEEDS)
-def test_grpo_beats_its_start_beyond_noise_on_every_seed(seed, tmp_path):
-    assert run_seed(["budget=learn", "po.method=grpo", *ENDS_ONLY], seed, tmp_path, timeout_s=RUN_TIMEOUT_S), failed_logs([seed], tmp_path)
+def test_grpo_gains_over_its_start_on_held_out_seeds(seed, tmp_path, tmp_path_factory):
+    assert not set(SEEDS) & set(CALIBRATION_SEEDS)
+    assert run_seed([*RECIPE, *ENDS_ONLY], seed, tmp_path, timeout_s=RUN_TIMEOUT_S), failed_logs([seed], tmp_path)
     assert_bc_in_band(tmp_path, 1)
-    assert_bar([seed], tmp_path, margin=MARGIN_SE, min_n=512)
+    (row,) = gains([seed], tmp_path)
+    assert_headroom([row], min_n=1024)
+    assert_no_fall([row], margin=NO_FALL_SE)
+    shared = session_dir(tmp_path_factory)
+    record_gain(shared, "sokoban-held-out", row)
+    result = mean_verdict_when_complete(shared, "sokoban-held-out", SEEDS, min_effect=MIN_EFFECT)
+    if result is None:
+        print(f"seed {seed}: the mean verdict waits for the other seeds' items")
+    else:
+        assert result.verdict == BETTER, result

@@ -88,3 +88,58 @@ def test_run_seed_runs_one_arena_train_and_kills_it_past_its_timeout(tmp_path):
     # 0.01 s is less than the interpreter's start: killed, reported as not finished, no summary
     assert not run_seed(args, 1, tmp_path, timeout_s=0.01)
     assert not (tmp_path / "rl1" / "summary.json").exists()
+
+
+def test_session_dir_is_shared_by_the_xdist_workers_of_one_session(tmp_path, monkeypatch):
+    # xdist gives worker gwN the basetemp <controller basetemp>/gwN; without xdist the basetemp is the session's
+    from types import SimpleNamespace
+    from .learning_runs import session_dir
+    factory = SimpleNamespace(getbasetemp=lambda: tmp_path / "popen-gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert session_dir(factory) == tmp_path
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    assert session_dir(factory) == tmp_path / "popen-gw1"
+
+
+def test_mean_verdict_waits_for_every_seed_then_applies_the_verdict_rule(tmp_path):
+    from arena.analysis.verdicts import BETTER, UNDERPOWERED
+    from .learning_runs import mean_verdict_when_complete, record_gain
+
+    def row(seed, gain):
+        return dict(seed=seed, n=1024, p0=0.4, p1=0.4 + gain, gain=gain, se=0.02, se_paired=0.015)
+
+    # gains 5, 6, 7, 8 points: mean 6.5, sd = sqrt((1.5^2 + 0.5^2 + 0.5^2 + 1.5^2) / 3) = sqrt(5/3)
+    # = 1.291, SE = 1.291 / 2 = 0.6455, t = 6.5 / 0.6455 = 10.07 on 3 df: p ~ 0.002 < 0.05, "better"
+    for seed, gain in ((5, 0.05), (6, 0.06), (7, 0.07)):
+        record_gain(tmp_path, "bar", row(seed, gain))
+        assert mean_verdict_when_complete(tmp_path, "bar", (5, 6, 7, 8), min_effect=5.0) is None
+    record_gain(tmp_path, "bar", row(8, 0.08))
+    result = mean_verdict_when_complete(tmp_path, "bar", (5, 6, 7, 8), min_effect=5.0)
+    assert result.n == 4 and result.mean == pytest.approx(6.5) and result.sd == pytest.approx(math.sqrt(5 / 3))
+    assert result.p < 0.01 and result.verdict == BETTER
+    # +5 and -5: mean 0, sd 7.07 on 1 df: the interval is far wider than +-5, so "underpowered"
+    record_gain(tmp_path, "even", row(0, 0.05))
+    record_gain(tmp_path, "even", row(1, -0.05))
+    assert mean_verdict_when_complete(tmp_path, "even", (0, 1), min_effect=5.0).verdict == UNDERPOWERED
+    assert not list((tmp_path / "bar").glob(".*.tmp"))  # every write was renamed into place
+
+
+def test_assert_no_fall_reads_the_paired_se(tmp_path):
+    from .learning_runs import assert_no_fall
+    ok = dict(seed=0, gain=-0.02, se_paired=0.01)  # -2.0 paired SE: not beyond -2.5
+    fell = dict(seed=1, gain=-0.03, se_paired=0.01)  # -3.0 paired SE
+    assert_no_fall([ok], margin=2.5)
+    with pytest.raises(AssertionError, match=r"seeds \[1\] fell"):
+        assert_no_fall([ok, fell], margin=2.5)
+    with pytest.raises(AssertionError, match="gain_paired_se"):
+        assert_no_fall([dict(seed=2, gain=0.1, se_paired=None)], margin=2.5)
+
+
+def test_assert_headroom_checks_n_and_the_start_only():
+    from .learning_runs import assert_headroom
+    row = dict(seed=0, n=1024, p0=0.40, p1=0.10)  # a fall is not its business (assert_no_fall's)
+    assert_headroom([row], min_n=1024)
+    with pytest.raises(AssertionError, match="n = 1024 < 2048"):
+        assert_headroom([row], min_n=2048)
+    with pytest.raises(AssertionError, match="outside"):
+        assert_headroom([{**row, "p0": 0.10}], min_n=1024)  # below the default headroom's 15%
