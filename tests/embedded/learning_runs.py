@@ -34,7 +34,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 from omegaconf import OmegaConf
 
@@ -138,12 +137,11 @@ def session_dir(tmp_path_factory) -> Path:
 
 
 def record_gain(shared: Path, name: str, row: dict) -> None:
-    """Write one seed's row (gains()'s dict) to shared/name/seed<S>.json, atomically (temp + rename)."""
-    folder = shared / name
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".seed{row['seed']}.json.tmp"
-    tmp.write_text(json.dumps(row))
-    os.replace(tmp, folder / f"seed{row['seed']}.json")
+    """Write one seed's row (gains()'s dict) to shared/name/seed<S>.json, atomically
+    (arena.runs.atomic: a sibling temp file renamed into place)."""
+    from arena.runs.atomic import atomic_write_json
+
+    atomic_write_json(shared / name / f"seed{row['seed']}.json", row)
 
 
 def mean_verdict_when_complete(shared: Path, name: str, seeds, *, min_effect: float):
