@@ -2,12 +2,61 @@
 
 Used by the trainer for the old, reference and current log-probs. Under grad mode the result
 carries gradients; under `torch.no_grad()` it does not.
+
+Shared prompts (`share_prompts=True`, the RL trainer's choice): the rows of a turn batch often
+repeat a prompt (the n rollouts of a group share their first prompt, and a group's episodes revisit
+the same states). The model then runs each distinct prompt once, keeps its keys and values
+(a DynamicCache), copies them out to every row that uses the prompt, and runs only the responses
+on top. A response token attends to the same keys and values either way and positions count real
+tokens in both, so every logit is the one-pass logit up to float rounding; under grad mode the
+copies' backward (index_select's) sums the rows' gradients into the shared prompt, which is the
+one-pass gradient too (tests/embedded/test_shared_prompts.py).
 """
 from __future__ import annotations
 
 import torch
 
 from .decoding import prompt_positions
+
+# Share prompts only when at most this fraction of the rows' prompts is distinct: near 1 the second
+# pass and the cache copies cost more than the few prompt tokens they save.
+SHARE_AT_MOST = 0.9
+
+
+def distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first [U], source [N]): row first[j] holds the j-th distinct (ids, mask) prompt, in order of
+    first appearance, and row n's prompt equals row first[source[n]]'s."""
+    key = torch.cat([prompt_ids.long(), prompt_mask.long()], dim=1)  # [N, 2P]
+    _, inverse = torch.unique(key, dim=0, return_inverse=True)  # [N]: the sorted distinct row of each row
+    n = inverse.shape[0]
+    first_sorted = torch.full((int(inverse.max()) + 1,), n, dtype=torch.long, device=inverse.device)  # [U]
+    first_sorted = first_sorted.scatter_reduce(0, inverse, torch.arange(n, device=inverse.device), reduce="amin")  # [U]: first row of each
+    order = torch.argsort(first_sorted)  # [U]: distinct prompts by first appearance
+    rank = torch.empty_like(order).scatter_(0, order, torch.arange(order.shape[0], device=order.device))  # [U]: sorted -> appearance
+    return first_sorted[order], rank[inverse]  # [U], [N]
+
+
+def response_logits(model, prompt_ids, prompt_mask, response_ids, response_mask, *, share_prompts: bool = False):
+    """Logits [N, T, V] at sequence positions P-1 .. P+T-2 (the ones that predict response tokens
+    0 .. T-1), by one pass over prompt ++ response or, with `share_prompts` and enough repeats, by
+    the shared-prompt pass (module docstring)."""
+    n_response = response_ids.shape[1]
+    mask = torch.cat([prompt_mask, response_mask], dim=1).long()  # [N, P+T]
+    positions = prompt_positions(mask)  # [N, P+T]
+    first, source = distinct_prompts(prompt_ids, prompt_mask) if share_prompts else (None, None)
+    if first is None or first.shape[0] > SHARE_AT_MOST * prompt_ids.shape[0]:
+        ids = torch.cat([prompt_ids, response_ids], dim=1).long()  # [N, P+T]
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=n_response + 1)
+        return out.logits[:, :-1]  # [N, T, V]
+    width = prompt_ids.shape[1]
+    head = model(input_ids=prompt_ids[first].long(), attention_mask=prompt_mask[first].long(),
+                 position_ids=positions[first, :width], use_cache=True, logits_to_keep=1)
+    cache = head.past_key_values  # per layer [U, Hkv, P, D] keys and values
+    cache.reorder_cache(source)  # per layer [N, Hkv, P, D]
+    tail = model(input_ids=response_ids.long(), attention_mask=mask, position_ids=positions[:, width:],
+                 past_key_values=cache, use_cache=True, logits_to_keep=n_response)
+    last_prompt = head.logits[source]  # [N, 1, V]: predicts response token 0
+    return torch.cat([last_prompt, tail.logits[:, :-1]], dim=1)  # [N, T, V]
 
 
 def token_logprobs_and_entropy(
@@ -17,6 +66,8 @@ def token_logprobs_and_entropy(
     response_ids: torch.Tensor,
     response_mask: torch.Tensor,
     temperature: float = 1.0,
+    *,
+    share_prompts: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp [N, T], entropy [N, T]) of the response tokens.
 
@@ -26,7 +77,8 @@ def token_logprobs_and_entropy(
     sequence position P - 1 + t predict response token t:
         logp[n, t]    = log q_t(response_ids[n, t])
         entropy[n, t] = -sum_v q_t(v) log q_t(v)
-    Both are 0 where response_mask is 0."""
+    Both are 0 where response_mask is 0. `share_prompts`: run each distinct prompt once (module
+    docstring); the result is the same up to float rounding."""
     if prompt_ids.shape != prompt_mask.shape or response_ids.shape != response_mask.shape:
         raise ValueError(
             f"shape mismatch: prompt_ids {tuple(prompt_ids.shape)} vs prompt_mask {tuple(prompt_mask.shape)}, "
@@ -35,11 +87,8 @@ def token_logprobs_and_entropy(
     if prompt_ids.shape[0] != response_ids.shape[0] or temperature <= 0:
         raise ValueError(f"need the same N for prompt and response and temperature > 0; got "
                          f"{prompt_ids.shape[0]}, {response_ids.shape[0]}, T={temperature}")
-    n_response = response_ids.shape[1]
-    ids = torch.cat([prompt_ids, response_ids], dim=1).long()  # [N, P+T]
-    mask = torch.cat([prompt_mask, response_mask], dim=1).long()  # [N, P+T]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask), logits_to_keep=n_response + 1)
-    logits = out.logits[:, :-1].float() / temperature  # [N, T, V]: positions P-1 .. P+T-2
+    logits = response_logits(model, prompt_ids, prompt_mask, response_ids, response_mask,
+                             share_prompts=share_prompts).float() / temperature  # [N, T, V]
     logq = torch.log_softmax(logits, dim=-1)  # [N, T, V]
     logp = logq.gather(-1, response_ids.long()[..., None])[..., 0]  # [N, T]
     entropy = -(logq.exp() * logq).sum(dim=-1)  # [N, T]

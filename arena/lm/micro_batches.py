@@ -4,8 +4,8 @@
 A turn batch is padded once, to the step's longest prompt (left) and reply (right). With
 `sort_micro_batches=false` the trainer cuts it into contiguous micro-batches of `micro_batch_size`
 rows, each as wide as the whole batch. With it on (`true`, or the default `auto` under
-`po.agg_norm=global`) the rows of each mini-batch are ordered by length
-(prompt + reply tokens, stable) before they are cut, and each micro-batch drops the columns that
+`po.agg_norm=global`) the rows of each mini-batch are ordered by `sort_keys` (prompt length,
+then prompt, then reply length; stable) before they are cut, and each micro-batch drops the columns that
 are padding in all of its rows. A row's log-probs do not depend on its neighbours or on padding
 (position ids count real tokens, padding is masked out of attention), and under
 `po.agg_norm=global` the mini-batch loss is the sum of its micro-batch losses over global
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
+
+from .logprobs import distinct_prompts
 
 Rows = Union[slice, torch.Tensor]  # a contiguous range, or int64 row indices [n_u]
 
@@ -45,10 +47,23 @@ def row_lengths(prompt_mask: torch.Tensor, response_mask: torch.Tensor) -> torch
     return prompt_mask.long().sum(dim=1) + response_mask.long().sum(dim=1)  # [N]
 
 
+def sort_keys(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """key_i = (p_i * N + g_i) * (T + 1) + r_i, with p_i, r_i row i's prompt and reply tokens and
+    g_i < N the index of its distinct prompt (logprobs.distinct_prompts): sorted by it, rows go by
+    prompt length, then prompt, then reply length, so a sorted micro-batch holds the repeats that
+    the shared-prompt pass (logprobs.py) runs once and stays close to one length."""
+    n = prompt_ids.shape[0]
+    _, group = distinct_prompts(prompt_ids, prompt_mask)  # [N]
+    p_len = prompt_mask.long().sum(dim=1)  # [N]
+    r_len = response_mask.long().sum(dim=1)  # [N]
+    return (p_len * n + group) * (response_mask.shape[1] + 1) + r_len  # [N]
+
+
 def micro_batch_rows(rows: slice, size: int, lengths: Optional[torch.Tensor] = None) -> list[Rows]:
     """The micro-batches of the rows `rows` (a mini-batch), `size` rows each (the last may be
     shorter): contiguous slices when `lengths` is None (the default trainer), else the rows
-    sorted by `lengths` (stable: ties keep batch order), then cut."""
+    sorted by `lengths`, any per-row sort key (the trainer's: sort_keys; stable: ties keep batch
+    order), then cut."""
     start, stop = rows.start or 0, rows.stop
     if lengths is None:
         return [slice(i, min(i + size, stop)) for i in range(start, stop, size)]

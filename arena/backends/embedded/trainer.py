@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import time
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -37,7 +38,7 @@ from arena.runs.stability import eval_steps, smoke_note
 from arena.lm.checkpoint import load_state, save_state
 from arena.lm.evaluate import evaluate
 from arena.lm.logprobs import token_logprobs_and_entropy
-from arena.lm.micro_batches import micro_batch_rows, row_lengths, take
+from arena.lm.micro_batches import micro_batch_rows, sort_keys, take
 from arena.lm.sampler import make_policy
 
 from .update import ppo_update
@@ -74,15 +75,16 @@ def micro_batches_sorted(cfg, po) -> bool:
 
 @torch.no_grad()
 def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False, *,
-                  old_from_sampler: bool = False) -> None:
+                  old_from_sampler: bool = False, share_prompts: bool = True) -> None:
     """old_logp and entropy from the training model; ref_logp from the reference (in place).
     Micro-batches as in the update (micro_batches.py): contiguous, or sorted by length and
     trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0).
     With `old_from_sampler` the training model runs no forward: old_logp = sampler_logp * mask
-    (old_logp_from_sampler) and entropy is None; only the reference (if any) runs."""
+    (old_logp_from_sampler) and entropy is None; only the reference (if any) runs. `share_prompts`:
+    each micro-batch's distinct prompts run once (arena/lm/logprobs.py)."""
     model.eval()
     n, width = batch.response_mask.shape
-    lengths = row_lengths(batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
+    lengths = sort_keys(batch.prompt_ids, batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
     zeros = batch.response_mask.new_zeros((n, width))  # [N, T]
     old, ent = (None, None) if old_from_sampler else (zeros.clone(), zeros.clone())  # [N, T] x2
     ref = zeros.clone() if ref_model is not None else None  # [N, T]
@@ -91,9 +93,9 @@ def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_bat
         args = (m.prompt_ids, m.prompt_mask, m.response_ids, m.response_mask)
         t = m.response_mask.shape[1]  # T'
         if old is not None:
-            old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args)  # [n_u, T'] x2
+            old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args, share_prompts=share_prompts)  # [n_u, T'] x2
         if ref is not None:
-            ref[u, :t] = token_logprobs_and_entropy(ref_model, *args)[0]  # [n_u, T']
+            ref[u, :t] = token_logprobs_and_entropy(ref_model, *args, share_prompts=share_prompts)[0]  # [n_u, T']
     if old_from_sampler:
         old = batch.sampler_logp.to(batch.response_mask.dtype) * batch.response_mask  # [N, T]
     batch.old_logp, batch.entropy, batch.ref_logp = old, ent, ref  # [N, T] each (entropy None from the sampler)
@@ -116,7 +118,7 @@ def logprobs_and_update(cfg, po, model, ref_model, optimizer, batch) -> tuple[di
     adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
     t_lp = time.perf_counter()
     metrics = ppo_update(
-        model, optimizer, po, batch, adv, token_logprobs_and_entropy,
+        model, optimizer, po, batch, adv, partial(token_logprobs_and_entropy, share_prompts=True),
         num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
         ppo_epochs=cfg.ppo_epochs, micro_batch_size=micro, sort_micro_batches=sort,
         kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 import torch
 
-from arena.lm.micro_batches import micro_batch_rows, row_lengths, take
+from arena.lm.micro_batches import micro_batch_rows, sort_keys, take
 from arena.po.aggregation import AggNorm
 from arena.po.batching import mini_batch_slices
 from arena.po.clipping import count_masked, seq_mask
@@ -55,7 +55,7 @@ def ppo_update(
     if sort_micro_batches and not po.global_norm:
         raise ValueError(f"sort_micro_batches needs po.agg_norm=global (got {po.agg_norm!r}): "
                          "per-micro-batch denominators depend on which rows share a micro-batch")
-    lengths = row_lengths(batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
+    lengths = sort_keys(batch.prompt_ids, batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
     steps = skipped = 0
