@@ -1,5 +1,7 @@
 """SFT step time: mini-batches padded to their own longest prompt and reply (`bc.pad_per_batch=true`)
-against padding to the whole demo set's (the default).
+against padding to the whole demo set's (the default), and length-grouped mini-batches
+(`bc.group_by_length=G`, `--groups G`, default 50: arena/bc/train.py's length_grouped_rows pools,
+each mini-batch padded to its own longest demo; other rows than the uniform draws, as many steps).
 
 The demos are the expert's for the environment at `budget=learn` (household: the 1024 training
 games of the large pool, which must be in the cache; shop; sokoban), the model is that budget's
@@ -22,7 +24,7 @@ import time
 
 import torch
 
-from arena.bc.train import _encode, collect_demos, fresh_model, sft_loss
+from arena.bc.train import _encode, collect_demos, fresh_model, length_grouped_rows, sft_loss
 from arena.lm.micro_batches import trim_padding
 from arena.config import load_config
 
@@ -33,6 +35,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="5 steps, 2 repeats")
+    ap.add_argument("--groups", type=int, default=50, help="bc.group_by_length of the grouped mode")
     args = ap.parse_args()
     steps, repeats = (5, 2) if args.quick else (args.steps, args.repeats)
     torch.set_num_threads(1)
@@ -43,25 +46,35 @@ def main() -> None:
     rng = random.Random(0)
     batches = [[t[rows] for t in data] for rows in
                (torch.tensor(rng.sample(range(len(pairs)), cfg.bc.batch_size)) for _ in range(steps))]
+    lengths = (data[1].sum(dim=1) + data[3].sum(dim=1)).tolist()  # N ints
+    pool, grouped_rows = [], []
+    for _ in range(steps):
+        pool = pool or length_grouped_rows(lengths, cfg.bc.batch_size, args.groups, rng)
+        grouped_rows.append(torch.tensor(pool.pop()))
+    grouped = [[t[rows] for t in data] for rows in grouped_rows]
     mean_len = statistics.mean(sum(t.shape[1] for t in trim_padding(*b)[::2]) for b in batches)
+    grouped_len = statistics.mean(sum(t.shape[1] for t in trim_padding(*b)[::2]) for b in grouped)
     print(f"{args.env}: {len(pairs)} demo turns, batch {cfg.bc.batch_size}; padded length: demo set "
-          f"{data[0].shape[1] + data[2].shape[1]}, a mini-batch {mean_len:.0f} on average")
+          f"{data[0].shape[1] + data[2].shape[1]}, a mini-batch {mean_len:.0f} on average, "
+          f"a length-grouped one ({args.groups} batches a pool) {grouped_len:.0f}")
 
-    def timed(per_batch: bool) -> float:
+    def timed(mode: str) -> float:
         t0 = time.perf_counter()
-        for b in batches:
-            sft_loss(model, *(trim_padding(*b) if per_batch else b)).backward()
+        for b in grouped if mode == "grouped" else batches:
+            sft_loss(model, *(b if mode == "demo_set" else trim_padding(*b))).backward()
             model.zero_grad(set_to_none=True)
         return (time.perf_counter() - t0) / steps
 
-    timed(True), timed(False)  # warm-up
-    times = {"per_batch": [], "demo_set": []}
+    times = {"per_batch": [], "demo_set": [], "grouped": []}
+    for mode in times:
+        timed(mode)  # warm-up
     for r in range(repeats):
         for mode in times:
-            times[mode].append(timed(mode == "per_batch"))
-        print(f"repeat {r}: per_batch {times['per_batch'][-1]:.3f} s/step, demo_set {times['demo_set'][-1]:.3f} s/step")
-    ratio = statistics.median(times["per_batch"]) / statistics.median(times["demo_set"])
-    print(f"ratio per_batch/demo_set {ratio:.2f} (median s/step)")
+            times[mode].append(timed(mode))
+        print(f"repeat {r}: " + ", ".join(f"{mode} {times[mode][-1]:.3f} s/step" for mode in times))
+    median = {mode: statistics.median(v) for mode, v in times.items()}
+    print(f"ratio per_batch/demo_set {median['per_batch'] / median['demo_set']:.2f}, "
+          f"grouped/demo_set {median['grouped'] / median['demo_set']:.2f} (median s/step)")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ only RL reads), the model and tokenizer, every `bc.*` key (demos, steps or band,
 temperature/top_p (the report's success) and `device` (CPU and CUDA kernels differ in the
 last bits). The torch thread count is not in the key: with `bc.band` set, BC stops in the
 band whatever the kernels' rounding (docs/testbed.md, BC band). A `bc.*` key added after
-checkpoints existed (`bc.pad_per_batch`) enters the key only off its default, so that those
+checkpoints existed (`bc.pad_per_batch`, `bc.group_by_length`) enters the key only off its default, so that those
 checkpoints keep their keys (arena.config.load.HASHED_OFF_DEFAULT).
 """
 from __future__ import annotations

@@ -113,21 +113,41 @@ def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> tor
     return -(logp * response_mask).sum() / response_mask.sum()  # scalar
 
 
+def length_grouped_rows(lengths: list[int], batch_size: int, groups: int, rng: random.Random) -> list[list[int]]:
+    """One pool of length-grouped mini-batches (bc.group_by_length = groups): groups x batch_size
+    distinct rows drawn at random (all rows if fewer), sorted by length (stable), cut into
+    mini-batches of batch_size (the last may be shorter), returned in random order."""
+    drawn = rng.sample(range(len(lengths)), min(groups * batch_size, len(lengths)))
+    drawn.sort(key=lambda row: lengths[row])
+    batches = [drawn[i:i + batch_size] for i in range(0, len(drawn), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
 def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print,
-        stop: Callable[[int], bool] | None = None, pad_per_batch: bool = False) -> list[float]:
+        stop: Callable[[int], bool] | None = None, pad_per_batch: bool = False, group_by_length: int = 0) -> list[float]:
     """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs, for `steps`
     steps or until `stop(step)` (called after each step) says so. Every mini-batch is padded to
-    the demo set's longest prompt and reply, or to its own with `pad_per_batch` (bc.pad_per_batch)."""
+    the demo set's longest prompt and reply, or to its own with `pad_per_batch` (bc.pad_per_batch).
+    With `group_by_length` > 0 the mini-batches come from length_grouped_rows pools, each padded
+    to its own longest demo."""
     device = next(model.parameters()).device
     p_ids, p_mask, r_ids, r_mask = (t.to(device) for t in _encode(tokenizer, pairs))
+    lengths = (p_mask.sum(dim=1) + r_mask.sum(dim=1)).tolist() if group_by_length > 0 else None  # N ints
+    pool: list[list[int]] = []
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     rng = random.Random(seed)
     losses = []
     model.train()
     for step in range(1, steps + 1):
-        rows = torch.tensor(rng.sample(range(len(pairs)), min(batch_size, len(pairs))), device=device)
+        if lengths is None:
+            rows = torch.tensor(rng.sample(range(len(pairs)), min(batch_size, len(pairs))), device=device)
+        else:
+            pool = pool or length_grouped_rows(lengths, batch_size, group_by_length, rng)
+            rows = torch.tensor(pool.pop(), device=device)
         batch = (p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # [b, P], [b, P], [b, T], [b, T]
-        loss = sft_loss(model, *(trim_padding(*batch) if pad_per_batch else batch))  # scalar
+        trim = pad_per_batch or lengths is not None
+        loss = sft_loss(model, *(trim_padding(*batch) if trim else batch))  # scalar
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -222,7 +242,8 @@ def train_bc(cfg, model_dir: Path, log: Callable = print) -> dict:
         model, tokenizer = fresh_model(cfg, pairs)
     band = BandStop.from_config(cfg, model, tokenizer, log=log)
     losses = sft(model, tokenizer, pairs, steps=cfg.bc.steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size,
-                 seed=cfg.seed, log=log, stop=band, pad_per_batch=cfg.bc.pad_per_batch) if cfg.bc.steps > 0 else []
+                 seed=cfg.seed, log=log, stop=band, pad_per_batch=cfg.bc.pad_per_batch,
+                 group_by_length=cfg.bc.group_by_length) if cfg.bc.steps > 0 else []
     ev = evaluate(model, tokenizer, cfg, n=cfg.bc.eval_n)
     save_checkpoint(model, tokenizer, model_dir)
     # demo_episodes: the episodes played (bc.demos); demo_episodes_won: the kept ones (all turns of a
