@@ -26,6 +26,9 @@ SHARE_AT_MOST = 0.9
 def distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(first [U], source [N]): row first[j] holds the j-th distinct (ids, mask) prompt, in order of
     first appearance, and row n's prompt equals row first[source[n]]'s."""
+    if prompt_ids.shape[0] == 0:  # an empty batch (every group filtered out): nothing to share
+        empty = torch.zeros(0, dtype=torch.long, device=prompt_ids.device)  # [0]
+        return empty, empty
     key = torch.cat([prompt_ids.long(), prompt_mask.long()], dim=1)  # [N, 2P]
     _, inverse = torch.unique(key, dim=0, return_inverse=True)  # [N]: the sorted distinct row of each row
     n = inverse.shape[0]

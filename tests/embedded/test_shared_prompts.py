@@ -29,6 +29,13 @@ def test_distinct_prompts_in_order_of_first_appearance():
     assert source.tolist() == [0, 1, 0, 2, 3]
 
 
+def test_an_empty_batch_has_no_distinct_prompts_and_no_keys():
+    ids, mask = torch.zeros(0, 5, dtype=torch.long), torch.zeros(0, 5, dtype=torch.long)
+    first, source = distinct_prompts(ids, mask)
+    assert first.shape == (0,) and source.shape == (0,)
+    assert sort_keys(ids, mask, torch.zeros(0, 3)).shape == (0,)
+
+
 def test_sort_keys_order_by_prompt_length_then_prompt_then_reply_length():
     # N = 4, T = 3. Rows (prompt length, distinct prompt, reply length):
     #   0: (2, g0, 3)  1: (3, g1, 1)  2: (2, g0, 1)  3: (2, g2, 2)
