@@ -1,7 +1,8 @@
 """SFT step time: mini-batches padded to their own longest prompt and reply (`bc.pad_per_batch=true`)
 against padding to the whole demo set's (the default), and length-grouped mini-batches
-(`bc.group_by_length=G`, `--groups G`, default 50: arena/bc/train.py's length_grouped_rows pools,
-each mini-batch padded to its own longest demo; other rows than the uniform draws, as many steps).
+(`bc.group_by_length=true`: arena/bc/train.py's length_grouped_batches, transformers'
+LengthGroupedSampler, each mini-batch padded to its own longest demo; other rows than the uniform
+draws, as many steps).
 
 The demos are the expert's for the environment at `budget=learn` (household: the 1024 training
 games of the large pool, which must be in the cache; shop; sokoban), the model is that budget's
@@ -24,7 +25,7 @@ import time
 
 import torch
 
-from arena.bc.train import _encode, collect_demos, fresh_model, length_grouped_rows, sft_loss
+from arena.bc.train import _encode, collect_demos, fresh_model, length_grouped_batches, sft_loss
 from arena.lm.micro_batches import trim_padding
 from arena.config import load_config
 
@@ -35,7 +36,6 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="5 steps, 2 repeats")
-    ap.add_argument("--groups", type=int, default=50, help="bc.group_by_length of the grouped mode")
     args = ap.parse_args()
     steps, repeats = (5, 2) if args.quick else (args.steps, args.repeats)
     torch.set_num_threads(1)
@@ -47,16 +47,16 @@ def main() -> None:
     batches = [[t[rows] for t in data] for rows in
                (torch.tensor(rng.sample(range(len(pairs)), cfg.bc.batch_size)) for _ in range(steps))]
     lengths = (data[1].sum(dim=1) + data[3].sum(dim=1)).tolist()  # N ints
-    pool, grouped_rows = [], []
+    pool, grouped_rows, generator = [], [], torch.Generator().manual_seed(0)
     for _ in range(steps):
-        pool = pool or length_grouped_rows(lengths, cfg.bc.batch_size, args.groups, rng)
-        grouped_rows.append(torch.tensor(pool.pop()))
+        pool = pool or length_grouped_batches(lengths, cfg.bc.batch_size, generator)
+        grouped_rows.append(torch.tensor(pool.pop(0)))
     grouped = [[t[rows] for t in data] for rows in grouped_rows]
     mean_len = statistics.mean(sum(t.shape[1] for t in trim_padding(*b)[::2]) for b in batches)
     grouped_len = statistics.mean(sum(t.shape[1] for t in trim_padding(*b)[::2]) for b in grouped)
     print(f"{args.env}: {len(pairs)} demo turns, batch {cfg.bc.batch_size}; padded length: demo set "
           f"{data[0].shape[1] + data[2].shape[1]}, a mini-batch {mean_len:.0f} on average, "
-          f"a length-grouped one ({args.groups} batches a pool) {grouped_len:.0f}")
+          f"a length-grouped one {grouped_len:.0f}")
 
     def timed(mode: str) -> float:
         t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from arena.agent.prompts import render_prompt, task_from_obs
 from arena.config import to_plain, trains_bc
@@ -113,28 +114,27 @@ def sft_loss(model, prompt_ids, prompt_mask, response_ids, response_mask) -> tor
     return -(logp * response_mask).sum() / response_mask.sum()  # scalar
 
 
-def length_grouped_rows(lengths: list[int], batch_size: int, groups: int, rng: random.Random) -> list[list[int]]:
-    """One pool of length-grouped mini-batches (bc.group_by_length = groups): groups x batch_size
-    distinct rows drawn at random (all rows if fewer), sorted by length (stable), cut into
-    mini-batches of batch_size (the last may be shorter), returned in random order."""
-    drawn = rng.sample(range(len(lengths)), min(groups * batch_size, len(lengths)))
-    drawn.sort(key=lambda row: lengths[row])
-    batches = [drawn[i:i + batch_size] for i in range(0, len(drawn), batch_size)]
-    rng.shuffle(batches)
-    return batches
+def length_grouped_batches(lengths: list[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """One epoch of length-grouped mini-batches (bc.group_by_length): transformers'
+    LengthGroupedSampler permutes every row at random, sorts each mega-batch (up to 50 mini-batches)
+    by length, longest first, and puts the longest row first; its order cut into runs of
+    batch_size is the epoch's mini-batches (the last may be shorter), each about one length."""
+    order = list(LengthGroupedSampler(batch_size, lengths=lengths, generator=generator))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed: int, log: Callable = print,
-        stop: Callable[[int], bool] | None = None, pad_per_batch: bool = False, group_by_length: int = 0) -> list[float]:
+        stop: Callable[[int], bool] | None = None, pad_per_batch: bool = False, group_by_length: bool = False) -> list[float]:
     """Minimise L_SFT with AdamW on random mini-batches of (prompt, response) pairs, for `steps`
     steps or until `stop(step)` (called after each step) says so. Every mini-batch is padded to
     the demo set's longest prompt and reply, or to its own with `pad_per_batch` (bc.pad_per_batch).
-    With `group_by_length` > 0 the mini-batches come from length_grouped_rows pools, each padded
-    to its own longest demo."""
+    With `group_by_length` the mini-batches are length_grouped_batches epochs, taken in order, each
+    padded to its own longest demo."""
     device = next(model.parameters()).device
     p_ids, p_mask, r_ids, r_mask = (t.to(device) for t in _encode(tokenizer, pairs))
-    lengths = (p_mask.sum(dim=1) + r_mask.sum(dim=1)).tolist() if group_by_length > 0 else None  # N ints
-    pool: list[list[int]] = []
+    lengths = (p_mask.sum(dim=1) + r_mask.sum(dim=1)).tolist() if group_by_length else None  # N ints
+    grouped: list[list[int]] = []
+    generator = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     rng = random.Random(seed)
     losses = []
@@ -143,8 +143,8 @@ def sft(model, tokenizer, pairs, *, steps: int, lr: float, batch_size: int, seed
         if lengths is None:
             rows = torch.tensor(rng.sample(range(len(pairs)), min(batch_size, len(pairs))), device=device)
         else:
-            pool = pool or length_grouped_rows(lengths, batch_size, group_by_length, rng)
-            rows = torch.tensor(pool.pop(), device=device)
+            grouped = grouped or length_grouped_batches(lengths, batch_size, generator)
+            rows = torch.tensor(grouped.pop(0), device=device)
         batch = (p_ids[rows], p_mask[rows], r_ids[rows], r_mask[rows])  # [b, P], [b, P], [b, T], [b, T]
         trim = pad_per_batch or lengths is not None
         loss = sft_loss(model, *(trim_padding(*batch) if trim else batch))  # scalar

@@ -28,7 +28,7 @@ NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "stability", "search", "w
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
 # A top-level key has the section None.
-HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False, ("bc", "group_by_length"): 0, (None, "sort_micro_batches"): "auto"}
+HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False, ("bc", "group_by_length"): False, (None, "sort_micro_batches"): "auto"}
 GROUPS = ("env", "budget")
 
 

@@ -12,8 +12,7 @@ INT_AT_LEAST_1 = ("steps", "save_freq", "test_freq", "group_size", "batch_envs",
                   "micro_batch_size", "eval.n", "bc.demos", "bc.batch_size", "bc.eval_n",
                   "stability.min_points", "search.trials", "env.max_new_tokens", "model.vocab_size",
                   "model.max_positions")
-INT_AT_LEAST_0 = ("seed", "model.init_seed", "env.history_length", "bc.steps",  # bc.steps=0: no BC
-                  "bc.group_by_length")  # 0: off
+INT_AT_LEAST_0 = ("seed", "model.init_seed", "env.history_length", "bc.steps")  # bc.steps=0: no BC
 OPTIONAL_INT_AT_LEAST_1 = ("ppo_mini_batch_size", "model.hidden", "model.layers", "model.heads", "model.kv_heads",
                            "model.intermediate")
 FLOAT_ABOVE_0 = ("lr", "grad_clip", "bc.lr")

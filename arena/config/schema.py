@@ -94,12 +94,12 @@ class BCConfig:
     # set's (false): the same loss up to float rounding, ~30% less SFT time on household's long
     # prompts. Off by default so that every recorded run reproduces bit for bit (docs/testbed.md).
     pad_per_batch: bool = False
-    # Length-grouped SFT mini-batches (0 = off): draw group_by_length x batch_size demos at random,
-    # sort them by length, cut them into mini-batches, each padded to its own longest demo, and
-    # take those in random order (arena/bc/train.py, length_grouped_rows). Fewer padded tokens
-    # (shop: 189 a mini-batch against 306, and 280 with pad_per_batch alone), but the
+    # Length-grouped SFT mini-batches (true) instead of uniform draws: transformers'
+    # LengthGroupedSampler orders each epoch's demos so that a mini-batch holds demos of about one
+    # length, each padded to its own longest (arena/bc/train.py, length_grouped_batches). Fewer
+    # padded tokens (shop: 189 a mini-batch against 306, and 280 with pad_per_batch alone), but the
     # mini-batches are no longer uniform draws: a recipe that turns it on must be re-calibrated.
-    group_by_length: int = 0
+    group_by_length: bool = False
 
 
 @dataclass

@@ -55,9 +55,9 @@ def test_a_key_hashed_only_off_its_default_keeps_earlier_ids():
     # bc.pad_per_batch likewise (default false)
     assert cell_id(load_config(["bc.pad_per_batch=false"])) == base
     assert cell_id(load_config(["bc.pad_per_batch=true"])) != base
-    # and bc.group_by_length (default 0: off)
-    assert cell_id(load_config(["bc.group_by_length=0"])) == base
-    assert cell_id(load_config(["bc.group_by_length=50"])) != base
+    # and bc.group_by_length (default false)
+    assert cell_id(load_config(["bc.group_by_length=false"])) == base
+    assert cell_id(load_config(["bc.group_by_length=true"])) != base
     # and the top-level sort_micro_batches: its default became `auto` (was false) and keeps the
     # earlier ids; an explicit false or true is off the default, so it is hashed
     assert cell_id(load_config(["sort_micro_batches=auto"])) == base
