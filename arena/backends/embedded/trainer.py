@@ -77,7 +77,7 @@ def micro_batches_sorted(cfg, po) -> bool:
 def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False, *,
                   old_from_sampler: bool = False, share_prompts: bool = True) -> None:
     """old_logp and entropy from the training model; ref_logp from the reference (in place).
-    Micro-batches as in the update (micro_batches.py): contiguous, or sorted by length and
+    Micro-batches as in the update (micro_batches.py): contiguous, or sorted (sort_keys) and
     trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0).
     With `old_from_sampler` the training model runs no forward: old_logp = sampler_logp * mask
     (old_logp_from_sampler) and entropy is None; only the reference (if any) runs. `share_prompts`:
