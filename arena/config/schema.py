@@ -97,8 +97,10 @@ class BCConfig:
     # Length-grouped SFT mini-batches (true) instead of uniform draws: transformers'
     # LengthGroupedSampler orders each epoch's demos so that a mini-batch holds demos of about one
     # length, each padded to its own longest (arena/bc/train.py, length_grouped_batches). Fewer
-    # padded tokens (shop: 189 a mini-batch against 306, and 280 with pad_per_batch alone), but the
-    # mini-batches are no longer uniform draws: a recipe that turns it on must be re-calibrated.
+    # padded tokens (shop: 184 a mini-batch against 306, and 280 with pad_per_batch alone), but the
+    # mini-batches are no longer uniform draws. On shop it breaks BC: a length is about one kind of
+    # turn, so many mini-batches teach one turn and the SFT transition never comes (validation 0% at
+    # every check to step 2000, seeds 2 and 3; docs/testbed.md, Benchmarks). Off in every budget.
     group_by_length: bool = False
 
 
