@@ -52,18 +52,7 @@ def verl_here_problem(cfg) -> Optional[str]:
 
 
 def no_config_problem(cfg) -> Optional[str]:
-    """A backend that honours every key (the embedded one)."""
-    return None
-
-
-def verl_config_problem(cfg) -> Optional[str]:
-    """The exit-2 message for a key the verl backend would silently ignore: its eval points come
-    from verl's `test_freq` alone, so it cannot drop the final window's evals. (sort_micro_batches
-    changes no result, only the embedded trainer's work: verl forms its own micro-batches, and
-    its run log says so.)"""
-    if not cfg.eval.final_window:
-        return ("eval.final_window=false is supported on backend=embedded only (verl evaluates every "
-                "test_freq steps); valid on backend=verl: eval.final_window=true")
+    """Nothing to report (a backend check's default)."""
     return None
 
 
@@ -74,8 +63,6 @@ class Backend:
     train_entry: str
     # cfg -> the exit-2 message naming what this machine lacks for the run, or None
     missing_message: Callable[[object], Optional[str]]
-    # cfg -> the exit-2 message naming a key this backend cannot honour, or None
-    config_problem: Callable[[object], Optional[str]] = no_config_problem
     # cfg -> the exit-2 message naming what this machine lacks to run it now (a GPU), or None:
     # checked by `arena train` before any work, not by a sweep's driver (often a GPU-less login node)
     here_problem: Callable[[object], Optional[str]] = no_config_problem
@@ -104,7 +91,7 @@ BACKENDS: dict[str, Backend] = {
     # (or leak into) the next cell of a worker: its cells run in a child process.
     "verl": Backend(
         name="verl", train_entry="arena.backends.verl.main:run_training",
-        missing_message=verl_missing_message, config_problem=verl_config_problem, here_problem=verl_here_problem,
+        missing_message=verl_missing_message, here_problem=verl_here_problem,
         child_module="arena.backends.verl.main"),
 }
 
@@ -118,13 +105,12 @@ def backend_of(cfg) -> Backend:
 
 
 def check_trainable(cfg) -> None:
-    """BadConfig unless `cfg` can train here: its backend exists, honours every key it sets
-    (backend=verl: not eval.final_window=false), and has what it needs
+    """BadConfig unless `cfg` can train here: its backend exists and has what it needs
     (backend=verl: verl, Ray and the engine of `rollout.name`), the environment's optional
     package and data are there (env=alfworld needs ALFWORLD_DATA), and a `model.path` naming a
     run folder holds the policy it asks for. The CLI turns it into exit 2 before anything launches."""
     backend = backend_of(cfg)
-    message = backend.config_problem(cfg) or backend.missing_message(cfg)
+    message = backend.missing_message(cfg)
     if message:
         raise BadConfig(message)
     check_env_available(cfg)

@@ -20,14 +20,15 @@ Estimate (a rough guide, not a promise):
                     BC_SECONDS_PER_STEP; over the parallel jobs
     total         = BC stage + search + cells
 SECONDS_PER_EPISODE (budget=default, evals included, BC excluded; docs/testbed.md):
-    sokoban   0.044: the main job, ~85 s per cell of 30 steps x 8 x 8 on 2 one-thread workers
-              (Wall times: 834 s for 18 cells and the BC stage): 85 / 1920 = 0.044;
+    sokoban   0.054: the main job (regime B, configs/env_budget/sokoban_default.yaml), ~172 s per
+              cell of 50 steps x 8 x 8 on 2 one-thread workers (run r43: 167-214 s with 11 evals;
+              5 fewer evals of ~2.5 s each at test_freq 10): 172 / 3200 = 0.054;
     household 0.139: run HR6, 712 s for 80 steps x 8 x 8 with evals of 256 games: 712 / 5120;
     shop      0.14:  the shop learning test, 40 RL steps x 8 x 8 with 13 evals of 512 goals
               in ~6 min (Wall times): 360 / 2560.
 BC_SECONDS_PER_STEP (the band-stopped BC, demos and evals included, per step of its bc.steps cap):
-    sokoban 108 s / 1500 = 0.072 (Wall times, `arena train budget=default`); household 334 s /
-    1500 = 0.22 (run HB2); shop ~450 s / 2000 = 0.22 (the shop learning test's BC, ~7.5 min).
+    sokoban 58 s / 1500 = 0.039 (the wider model's band BC of the main job, 54-61 s in run r43);
+    household 334 s / 1500 = 0.22 (run HB2); shop ~450 s / 2000 = 0.22 (the shop learning test's BC, ~7.5 min).
 """
 from __future__ import annotations
 
@@ -44,9 +45,9 @@ from arena.runs.layout import CONFIG_FILE, SUMMARY_FILE, Results
 from .ledger import DONE, cell_state
 from .plan import SweepPlan, first_use_notices
 
-SECONDS_PER_EPISODE = 0.044  # Sokoban's; the constant of an env without its own
+SECONDS_PER_EPISODE = 0.054  # Sokoban's; the constant of an env without its own
 ENV_SECONDS_PER_EPISODE = {"sokoban": SECONDS_PER_EPISODE, "household": 0.139, "shop": 0.14}
-BC_SECONDS_PER_STEP = {"sokoban": 0.072, "household": 0.22, "shop": 0.22}
+BC_SECONDS_PER_STEP = {"sokoban": 0.039, "household": 0.22, "shop": 0.22}
 
 
 def episodes(cfg) -> float:

@@ -40,12 +40,20 @@ def test_missing_packages_become_the_exit_2_message(monkeypatch):
     check_trainable(load_config(["backend=embedded"]))  # the embedded backend needs nothing more
 
 
-def test_a_key_the_backend_would_ignore_exits_2_before_anything_runs():
-    # verl's eval points come from its test_freq alone: eval.final_window=false would be ignored
-    with pytest.raises(BadConfig, match="eval.final_window=false is supported on backend=embedded only"):
-        check_trainable(load_config(["backend=verl", "eval.final_window=false"]))
+def test_eval_final_window_false_is_valid_on_both_backends():
+    # eval.final_window=false evaluates at step 0, every test_freq steps and the last step
+    # (arena/runs/stability.py, eval_steps). verl's own schedule is the same points: val_before_train
+    # (step 0), then its fit validates when `is_last_step or global_steps % test_freq == 0`
+    # (verl/trainer/ppo/ray_trainer.py). So verl honours it, and Sokoban's default budget, which
+    # sets it (configs/env_budget/sokoban_default.yaml), runs on verl: steps 50, test_freq 10 ->
+    # evals at 0, 10, 20, 30, 40, 50 on either backend.
+    from arena.runs.stability import eval_steps
+
+    cfg = load_config(["backend=verl"])
+    assert cfg.eval.final_window is False and eval_steps(cfg.steps, cfg.test_freq, final_window=False) == [0, 10, 20, 30, 40, 50]
+    check_trainable(cfg)
     check_trainable(load_config(["backend=embedded", "eval.final_window=false"]))
     # sort_micro_batches changes no result (only the embedded trainer's work), so a budget that
     # sets it (household_learn) stays valid on verl, which forms its own micro-batches
     check_trainable(load_config(["backend=embedded", "sort_micro_batches=true"]))
-    assert BACKENDS["verl"].config_problem(load_config(["backend=verl", "env=household", "budget=learn"])) is None
+    check_trainable(load_config(["backend=verl", "env=household", "budget=learn"]))

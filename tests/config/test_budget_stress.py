@@ -1,6 +1,6 @@
 """budget=stress (configs/budget/stress.yaml; docs/testbed.md, "The collapse regime and the Fig. 4
-quantities") loads, resolves, shares its BC checkpoints with budget=default, and plans the
-clipping sweep."""
+quantities") loads, resolves, keeps the tiny model's band BC (Sokoban's default moved to the wider
+one), and plans the clipping sweep."""
 import arena.sweeps.cli as sweep_cli
 from arena.bc.key import bc_hash
 from arena.config.load import load_config
@@ -16,17 +16,18 @@ def test_stress_budget_sets_the_off_policy_pressure():
     assert (cfg.batch_envs, cfg.group_size, cfg.test_freq, cfg.eval.n) == (8, 8, 5, 256)
 
 
-def test_stress_reuses_the_band_bc_of_budget_default():
-    # The BC key (arena/bc/key.py) covers env, model, bc.*, seed, eval temperature/top_p and device;
-    # stress changes none of budget=default's, so each seed's band BC is the same checkpoint in
-    # both budgets. budget=learn trains the wider model (hidden 96), so its BC is another one.
+def test_stress_keeps_the_tiny_band_bc_and_sokobans_default_shares_learns():
+    # The BC key (arena/bc/key.py) covers env, model, bc.*, seed, eval temperature/top_p and device.
+    # Stress trains the tiny model (hidden 64) on configs/budget/default.yaml's band [0.30, 0.45];
+    # Sokoban's default (configs/env_budget/sokoban_default.yaml) sets budget=learn's model and bc
+    # block, so each seed's default BC is learn's checkpoint and stress's is another one.
     for seed in (0, 4):
         stress = load_config(["budget=stress", f"seed={seed}"])
         default = load_config(["budget=default", f"seed={seed}"])
         learn = load_config(["budget=learn", f"seed={seed}"])
         assert list(stress.bc.band) == [0.30, 0.45] and stress.bc.confirm == 2
-        assert bc_hash(stress) == bc_hash(default) != bc_hash(learn)
-        assert (stress.model.hidden, learn.model.hidden) == (None, 96)
+        assert bc_hash(default) == bc_hash(learn) != bc_hash(stress)
+        assert (stress.model.hidden, default.model.hidden, learn.model.hidden) == (None, 96, 96)
     assert bc_hash(load_config(["budget=stress", "seed=0"])) != bc_hash(load_config(["budget=stress", "seed=1"]))
 
 

@@ -44,25 +44,31 @@ def test_bad_input_says_what_is_valid(override, fragment):
         load_config([override])
 
 
+# Sokoban's former budget=default: what configs/env_budget/sokoban_default.yaml changes, put back
+OLD_DEFAULT = ["model.hidden=null", "ppo_num_mini_batches=2", "ppo_epochs=1", "eval.final_window=true",
+               "stability.min_points=5", "bc.band=[0.30,0.45]"]
+
+
 def test_a_key_hashed_only_off_its_default_keeps_earlier_ids():
     # eval.final_window (added after results existed) is left out of the hash at its default, so
     # an old cell keeps its id; 0a36700f301ab495 is Sokoban budget=default's id from before the key
-    # (composed at the commit that preceded it).
-    base = cell_id(load_config([]))
+    # (composed at the commit that preceded it). Sokoban's default moved to regime B later
+    # (configs/env_budget/sokoban_default.yaml); OLD_DEFAULT puts back the six keys it changed.
+    base = cell_id(load_config(OLD_DEFAULT))
     assert base == "0a36700f301ab495"
-    assert cell_id(load_config(["eval.final_window=true"])) == base
-    assert cell_id(load_config(["eval.final_window=false"])) != base
+    assert cell_id(load_config(OLD_DEFAULT + ["eval.final_window=true"])) == base
+    assert cell_id(load_config(OLD_DEFAULT + ["eval.final_window=false"])) != base
     # bc.pad_per_batch likewise (default false)
-    assert cell_id(load_config(["bc.pad_per_batch=false"])) == base
-    assert cell_id(load_config(["bc.pad_per_batch=true"])) != base
+    assert cell_id(load_config(OLD_DEFAULT + ["bc.pad_per_batch=false"])) == base
+    assert cell_id(load_config(OLD_DEFAULT + ["bc.pad_per_batch=true"])) != base
     # and bc.group_by_length (default false)
-    assert cell_id(load_config(["bc.group_by_length=false"])) == base
-    assert cell_id(load_config(["bc.group_by_length=true"])) != base
+    assert cell_id(load_config(OLD_DEFAULT + ["bc.group_by_length=false"])) == base
+    assert cell_id(load_config(OLD_DEFAULT + ["bc.group_by_length=true"])) != base
     # and the top-level sort_micro_batches: its default became `auto` (was false) and keeps the
     # earlier ids; an explicit false or true is off the default, so it is hashed
-    assert cell_id(load_config(["sort_micro_batches=auto"])) == base
-    assert cell_id(load_config(["sort_micro_batches=false"])) != base
-    assert cell_id(load_config(["sort_micro_batches=true"])) != base
+    assert cell_id(load_config(OLD_DEFAULT + ["sort_micro_batches=auto"])) == base
+    assert cell_id(load_config(OLD_DEFAULT + ["sort_micro_batches=false"])) != base
+    assert cell_id(load_config(OLD_DEFAULT + ["sort_micro_batches=true"])) != base
 
 
 def test_sorted_micro_batches_need_global_denominators():

@@ -15,7 +15,7 @@ def test_every_env_budget_file_names_an_environment_and_a_budget():
     stems = sorted(p.stem for p in (config_dir() / "env_budget").glob("*.yaml"))
     valid = {f"{env}_{budget}" for env in group_options("env") for budget in group_options("budget")}
     assert stems and set(stems) <= valid, sorted(set(stems) - valid)
-    assert "household_default" in stems and not any(s.startswith("sokoban_") for s in stems)
+    assert "household_default" in stems and [s for s in stems if s.startswith("sokoban_")] == ["sokoban_default"]
 
 
 def test_household_budgets_play_the_calibrated_large_pool_setting():
@@ -37,12 +37,26 @@ def test_household_budgets_play_the_calibrated_large_pool_setting():
     assert (dict(smoke.env.kwargs), smoke.env.history_length, smoke.bc.demos) == ({}, 2, 32)
 
 
-def test_sokoban_configs_are_the_env_and_budget_files_alone():
-    """No sokoban_* file: Sokoban's composed config at every budget is what env + budget give,
-    so its BC keys and cell ids (and every measurement recorded against them) are unchanged."""
+def test_sokoban_default_is_regime_b_and_the_other_budgets_are_their_files_alone():
+    """Sokoban's main job (configs/env_budget/sokoban_default.yaml; docs/testbed.md, "The main job
+    under regime B"): budget=learn's wider model and band BC under 8 mini-batches x 2 epochs (16
+    optimizer steps a rollout step), 50 steps, evals on 256 rooms every 10 steps with no per-step
+    window, so stability is judged on the evals of steps 40 and 50. Its BC is budget=learn's
+    checkpoint (same BC key). No other sokoban_* file: learn and stress are their budget files alone."""
+    default = load_config(["env=sokoban", "budget=default"])
+    assert (default.model.hidden, default.steps, default.lr) == (96, 50, 1.0e-4)
+    assert (default.ppo_num_mini_batches, default.ppo_epochs, default.batch_envs, default.group_size) == (8, 2, 8, 8)
+    assert (default.test_freq, default.eval.n, default.eval.final_window, default.stability.min_points) == (
+        10, 256, False, 2)
+    assert list(default.bc.band) == [0.30, 0.60] and (default.bc.min_steps, default.bc.confirm) == (300, 2)
     cfg = load_config(["env=sokoban", "budget=learn"])
     assert (cfg.model.hidden, cfg.steps, cfg.eval.n, list(cfg.bc.band)) == (96, 100, 1024, [0.30, 0.60])
+    assert (cfg.ppo_num_mini_batches, cfg.ppo_epochs, cfg.test_freq, cfg.eval.final_window) == (2, 1, 20, True)
     assert dict(cfg.env.kwargs) == {"dim": 7, "num_boxes": 1, "depth": 40, "max_turns": 15, "render_wall": False}
+    # the other envs' default keeps the base file's tiny model and 2 x 1 (their own files calibrate them)
+    for env in ("shop", "household", "tir_math"):
+        other = load_config([f"env={env}", "budget=default"])
+        assert (other.model.hidden, other.ppo_num_mini_batches, other.ppo_epochs) == (None, 2, 1), env
 
 
 def test_tir_math_budgets_start_from_a_converged_bc():

@@ -29,12 +29,12 @@ def _finish(cell_cfg, out, *, wall: float, steps: int) -> None:
 
 
 def test_without_finished_cells_the_main_job_pace(tmp_path):
-    # budget=default at 30 steps: 30 steps x 8 envs x 8 per group = 1920 episodes x 0.044 s = 84.48 s per
-    # cell; 4 cells on the debug launcher's 1 job: 4 x 84.48 = 337.9 s = ~6 min
+    # budget=default at 30 steps: 30 steps x 8 envs x 8 per group = 1920 episodes x 0.054 s = 103.68 s per
+    # cell; 4 cells on the debug launcher's 1 job: 4 x 103.68 = 414.7 s = ~7 min
     plan, options = _plan(tmp_path)
-    assert SECONDS_PER_EPISODE == 0.044
+    assert SECONDS_PER_EPISODE == 0.054
     line = _estimate(plan, options)
-    assert "~84 s per cell, ~6 min for 4 cells on 1 job(s)" in line and "no finished cell to time" in line
+    assert "~104 s per cell, ~7 min for 4 cells on 1 job(s)" in line and "no finished cell to time" in line
 
 
 def test_the_pace_of_this_sweep_s_finished_cells(tmp_path):
@@ -77,12 +77,12 @@ def test_unreadable_or_untimed_cells_are_ignored(tmp_path, summary):
 def test_smoke_cells_do_not_time_a_default_budget(tmp_path):
     # the smoke tour's cell (another budget) ran 30 steps x 2 envs x 4 = 240 episodes in 960 s: 4 s per
     # episode, mostly start-up. It must not price budget=default's cells (1920 x 4 = 7680 s each):
-    # they get the constant, 1920 x 0.044 = 84.48 s
+    # they get the constant, 1920 x 0.054 = 103.68 s
     smoke, _ = _plan(tmp_path, "budget=smoke", name="smoke-tour")
     _finish(smoke.cells[0].cfg, smoke.cells[0].out, wall=960.0, steps=30)
     plan, options = _plan(tmp_path, name="fresh")
     line = _estimate(plan, options)
-    assert "~84 s per cell" in line and "no finished cell to time" in line
+    assert "~104 s per cell" in line and "no finished cell to time" in line
     # a smoke plan does use it: 240 episodes x 4 s = 960 s = 16 min per cell
     smoke2, options2 = _plan(tmp_path, "budget=smoke", name="smoke-two")
     assert "~16 min per cell" in _estimate(smoke2, options2)
@@ -90,7 +90,7 @@ def test_smoke_cells_do_not_time_a_default_budget(tmp_path):
 
 def test_shop_and_household_at_their_own_pace(tmp_path):
     # shop at budget=default, 30 steps x 8 x 8 = 1920 episodes x 0.14 s = 268.8 s = ~4 min per cell
-    # (Sokoban's 0.044 would say 84 s); household: 1920 x 0.139 = 266.9 s = ~4 min too, and an
+    # (Sokoban's 0.054 would say 104 s); household: 1920 x 0.139 = 266.9 s = ~4 min too, and an
     # env without a calibrated pace says it is guessed at Sokoban's
     plan, options = _plan(tmp_path, "env=shop", name="shop")
     line = _estimate(plan, options)
@@ -98,17 +98,17 @@ def test_shop_and_household_at_their_own_pace(tmp_path):
     plan, options = _plan(tmp_path, "env=household", name="household")
     assert "household's pace 0.139 s per episode" in _estimate(plan, options)
     plan, options = _plan(tmp_path, "env=sanity", name="sanity")
-    assert "sanity: no calibrated pace, Sokoban's 0.044 s per episode (a guess)" in _estimate(plan, options)
+    assert "sanity: no calibrated pace, Sokoban's 0.054 s per episode (a guess)" in _estimate(plan, options)
 
 
 def test_the_bc_stage_is_in_the_estimate(tmp_path):
-    # 2 seeds -> 2 BC checkpoints (the seed is in the BC key), none cached: bc.steps 1500 x 0.072 s
-    # = 108 s each, one job: 216 s = ~4 min; total 216 + 4 x 84.48 = 553.9 s = ~9 min
+    # 2 seeds -> 2 BC checkpoints (the seed is in the BC key), none cached: bc.steps 1500 x 0.039 s
+    # = 58.5 s each, one job: 117 s; total 117 + 4 x 103.68 = 531.7 s = ~9 min
     from arena.bc.key import bc_hash
 
     plan, options = _plan(tmp_path)
     line = _estimate(plan, options)
-    assert "BC stage ~4 min (2 of 2 checkpoint(s) to train)" in line and "total ~9 min" in line
+    assert "BC stage ~117 s (2 of 2 checkpoint(s) to train)" in line and "total ~9 min" in line
     # seed 0's checkpoint cached after 50 s: seed 1's is priced at its sibling's 50 s
     seed0 = plan.cells[0].cfg
     (tmp_path / "bc" / bc_hash(seed0)).mkdir(parents=True)

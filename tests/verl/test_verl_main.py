@@ -418,4 +418,5 @@ def test_the_run_folder_records_the_tool_sandbox_as_the_embedded_run(tmp_path, r
     assert "tool_sandbox: null" in (out / "config.yaml").read_text()
     assert json.loads((out / "summary.json").read_text())["tool_sandbox"] is None
     kw = arena_trainer_kwargs(out)  # the TaskRunner's writer gets it from config.yaml
-    assert kw["run_writer"].tool_sandbox is None and (kw["num_mini_batches"], kw["mini_batch_turns"]) == (2, None)
+    # Sokoban's budget=default: 8 mini-batches a step (configs/env_budget/sokoban_default.yaml)
+    assert kw["run_writer"].tool_sandbox is None and (kw["num_mini_batches"], kw["mini_batch_turns"]) == (8, None)
