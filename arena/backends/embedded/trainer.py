@@ -206,11 +206,14 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
         if step > 0:
             row.update(rl_step(cfg, po, model, ref_model, optimizer, tokenizer, envs, step))
         if step in eval_at:
-            ev = evaluate(model, tokenizer, cfg)
-            row["eval/success_rate"] = ev["success_rate"]
-            row["eval/format_valid_ratio"] = ev["format_valid_ratio"]
-            run.write_eval_wins(step, ev["wins"])
-            points.append((step, ev["success_rate"]))
+            _evaluate_into(row, points, run, model, tokenizer, cfg, step)
+        reason = (collapse_reason(history + [row], cfg.steps, n_eval=cfg.eval.n,
+                                  min_format_valid=cfg.stability.min_format_valid) if status == "done" else None)
+        if reason is not None and cfg.stability.stop_on_collapse and "eval/success_rate" not in row:
+            # the run stops here: its final eval is of the policy it stops with (and writes as
+            # its policy), not of the last scheduled eval before the collapse (a collapse at step
+            # 9 with evals every 10 steps would otherwise end on the step-0 eval, a gain of 0)
+            _evaluate_into(row, points, run, model, tokenizer, cfg, step)
         row["perf/step_seconds"] = time.perf_counter() - t0
         run.append_metrics(row)
         history.append(row)
@@ -220,8 +223,6 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
         if step > 0 and (step % cfg.save_freq == 0 or step == cfg.steps):
             write_policy(run.step_policy(step), model, tokenizer)  # before state.pt: a resume rewrites it
             save_state(run.ckpt, model, optimizer, step)
-        reason = (collapse_reason(history, cfg.steps, n_eval=cfg.eval.n, min_format_valid=cfg.stability.min_format_valid)
-                  if status == "done" else None)
         if reason is not None:
             log(f"[train] collapsed: {reason}{smoke_note(cfg.get('budget'))}")
             status, collapse = "collapsed", reason
@@ -231,6 +232,16 @@ def train(cfg: DictConfig, run: RunFolder, model, tokenizer, *, wandb_run=None, 
     write_policy(run.policy, model, tokenizer)  # the final policy (also a run stopped on collapse), before the summary
     return _summary(cfg, run, points, status, wall_before + time.time() - t_start, history, collapse,
                     tool_sandbox)
+
+
+def _evaluate_into(row: dict, points: list, run: RunFolder, model, tokenizer, cfg, step: int) -> None:
+    """The held-out eval of the policy at `step`: into the metrics row, the eval points and
+    <run>/eval_wins/."""
+    ev = evaluate(model, tokenizer, cfg)
+    row["eval/success_rate"] = ev["success_rate"]
+    row["eval/format_valid_ratio"] = ev["format_valid_ratio"]
+    run.write_eval_wins(step, ev["wins"])
+    points.append((step, ev["success_rate"]))
 
 
 def _progress(step: int, total: int, row: dict, t_start: float, *, steps_done: int) -> str:
