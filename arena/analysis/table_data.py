@@ -16,7 +16,9 @@ with a stratified CI.
 Gain and diff follow the one verdict rule (arena/analysis/verdicts.py): per env, d_s over the seeds
 with a pair; on the Avg row d_s = (1/M) sum_m d_{m,s} over the seeds paired in every env. Each
 column is one family: the gains of all arms (did each arm learn?), and the diffs of all arms but
-the baseline (k arms against one baseline), Holm within it. Each gives mean, its interval at the
+the baseline (k arms against one baseline), Holm within it; and the twins (Finding 2): each arm
+named X_sm whose grid also has X, twin_s = final_s(X_sm) - final_s(X), the sequence mask's own
+effect, one family over those pairs. Each gives mean, its interval at the
 family-adjusted level, n, p (Holm-adjusted), mde, seeds_needed and verdict. No verdict comes from
 a bootstrap CI.
 
@@ -57,6 +59,12 @@ def arm_order(runs: pd.DataFrame, manifest: dict[str, Any]) -> list[tuple[str, s
     arms = [a for a in manifest["grid"] if a in group_of]
     keyed = sorted(((rank.get(group_of[a] or "", len(GROUPS)), i, a) for i, a in enumerate(arms)))
     return [(group_of[a] or "other", a) for _, _, a in keyed]
+
+
+def unmasked_twin(arm: str, arms: list[str]) -> Optional[str]:
+    """X for an arm named X_sm when X is an arm of the same grid (CISPO_SM and CISPO): the pair that
+    differs in the sequence mask alone (docs/methods.md, the `_SM` presets); None otherwise."""
+    return arm[: -len("_sm")] if arm.endswith("_sm") and arm[: -len("_sm")] in arms else None
 
 
 def env_order(runs: pd.DataFrame, manifest: dict[str, Any]) -> list[str]:
@@ -179,7 +187,12 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
              for _, arm in order}  # arm -> env -> seed -> final_s - start_s
     diffs = {arm: {e: pairs(final_by_seed.get((arm, e), {}), base_final[e]) for e in envs}
              for _, arm in order if base is not None and arm != base}  # arm -> env -> seed -> arm_s - base_s
+    names = [arm for _, arm in order]
+    twin_of = {arm: unmasked_twin(arm, names) for arm in names}
+    twins = {arm: {e: pairs(final_by_seed.get((arm, e), {}), final_by_seed.get((twin, e), {})) for e in envs}
+             for arm, twin in twin_of.items() if twin}  # X_sm -> env -> seed -> X_sm_s - X_s
     gain_cmp = compare_columns(gains, envs + [AVG], min_effect=min_effect, alpha=alpha)
+    twin_cmp = compare_columns(twins, envs + [AVG], min_effect=min_effect, alpha=alpha)
     diff_cmp = compare_columns(diffs, envs + [AVG], min_effect=min_effect, alpha=alpha)
     cell_rows, arm_rows = [], []
     for group, arm in order:
@@ -194,6 +207,8 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
             start_mean, _, _, start_missing = _mean_ci(start if env == AVG else {env: start[env]}, lambda s: None)
             row.update(start=start_mean, start_missing=start_missing, **_stat_columns("gain", *gain_cmp[(arm, env)]))
             row.update(_stat_columns("diff", *diff_cmp[(arm, env)]) if arm in diffs else _blank("diff"))
+            row.update(_stat_columns("twin", *twin_cmp[(arm, env)]) if arm in twins else _blank("twin"))
+            row["twin_of"] = twin_of[arm] or ""
             flag = list(flags.values())
             row["stable"] = flags[env] if env != AVG else ("no" if "no" in flag else "yes" if flag and set(flag) == {"yes"} else "?")
             cell_rows.append(row)

@@ -21,7 +21,7 @@ from .table_data import AVG
 COMPARISON_COLUMNS = ("", "_ci_low", "_ci_high", "_n", "_p", "_mde", "_seeds_needed", "_verdict", "_missing")
 CELL_COLUMNS = ("arm", "method", "group", "env", "baseline", "n_seeds", "n_failed", "n_missing", "mean", "std", "ci_low",
                 "ci_high", "missing", "start", "start_missing", *(f"gain{c}" for c in COMPARISON_COLUMNS),
-                *(f"diff{c}" for c in COMPARISON_COLUMNS), "stable")
+                *(f"diff{c}" for c in COMPARISON_COLUMNS), "twin_of", *(f"twin{c}" for c in COMPARISON_COLUMNS), "stable")
 ARM_COLUMNS = ("iqm", "iqm_ci_low", "iqm_ci_high", "p_improve", "p_ci_low", "p_ci_high", "chosen_hp")
 NONE_MD, NONE_TEX = "—", "--"
 
@@ -136,7 +136,19 @@ def _sections(cells: pd.DataFrame, arms: pd.DataFrame, none: str) -> list[tuple[
         (f"Paired change vs {base} (points): per seed, arm - {base} on the same seed", envs + ["verdict (Avg)", "detects (Avg)"],
          _grid(cells, lambda r: [_paired(r, "diff", none=none)], verdict("diff"))),
         ("Per method", ["method", "n", "IQM [95% CI]", f"P(>{base}) [95% CI]", "stable", "chosen hp"], per_method),
-    ]
+    ] + _twin_section(cells, envs, verdict("twin"), none)
+
+
+def _twin_section(cells: pd.DataFrame, envs: list[str], verdict, none: str) -> list[tuple[str, list[str], list]]:
+    """The sequence mask's own effect (Finding 2): each X_sm arm against its unmasked twin X on the
+    same seed; no section when the grid has no such pair."""
+    paired = cells[cells["twin_of"] != ""]
+    if paired.empty:
+        return []
+    rows = [(group, f"{arm} - {paired.loc[paired['arm'] == arm, 'twin_of'].iloc[0]}", texts)
+            for group, arm, texts in _grid(paired, lambda r: [_paired(r, "twin", none=none)], verdict)]
+    return [("Sequence mask (Finding 2): per seed, each _sm arm - its unmasked twin (points)",
+             envs + ["verdict (Avg)", "detects (Avg)"], rows)]
 
 
 def _family_size(cells: pd.DataFrame, prefix: str) -> int:
@@ -167,7 +179,8 @@ def notes(cells: pd.DataFrame) -> list[str]:
         f"1 - {verdicts.ALPHA:g}/k interval (Bonferroni) lies inside ±{min_effect:g} points (min_effect); underpowered = "
         "neither (fewer than 2 pairs included). Families (Avg column; each env column is its own): the gains of the "
         f"{_family_size(cells, 'gain')} arms with 2 or more seed pairs; the {_family_size(cells, 'diff')} such arms "
-        f"against {base}. Holm within each "
+        f"against {base}" + (f"; the {_family_size(cells, 'twin')} _sm arms against their unmasked twins (twin_s = "
+                             "final_s(X_sm) - final_s(X))" if (cells["twin_of"] != "").any() else "") + ". Holm within each "
         f"keeps the chance of any false better/worse in a family at most {verdicts.ALPHA:g} (d_s roughly normal or "
         "symmetric; docs/methods.md, Statistics).",
         f"detects: the smallest true difference the comparison finds with {verdicts.POWER:.0%} power at its n and "
