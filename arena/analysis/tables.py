@@ -145,7 +145,8 @@ def _twin_section(cells: pd.DataFrame, envs: list[str], verdict, none: str) -> l
     paired = cells[cells["twin_of"] != ""]
     if paired.empty:
         return []
-    rows = [(group, f"{arm} - {paired.loc[paired['arm'] == arm, 'twin_of'].iloc[0]}", texts)
+    twin_of = dict(zip(paired["arm"], paired["twin_of"]))
+    rows = [(group, f"{arm} - {twin_of[arm]}", texts)
             for group, arm, texts in _grid(paired, lambda r: [_paired(r, "twin", none=none)], verdict)]
     return [("Sequence mask (Finding 2): per seed, each _sm arm - its unmasked twin (points)",
              envs + ["verdict (Avg)", "detects (Avg)"], rows)]

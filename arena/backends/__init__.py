@@ -51,8 +51,8 @@ def verl_here_problem(cfg) -> Optional[str]:
     return describe_missing(missing, cfg) if missing else None
 
 
-def no_config_problem(cfg) -> Optional[str]:
-    """Nothing to report (a backend check's default)."""
+def no_problem(cfg) -> Optional[str]:
+    """Nothing to report (the default of a backend's here_problem check)."""
     return None
 
 
@@ -65,7 +65,7 @@ class Backend:
     missing_message: Callable[[object], Optional[str]]
     # cfg -> the exit-2 message naming what this machine lacks to run it now (a GPU), or None:
     # checked by `arena train` before any work, not by a sweep's driver (often a GPU-less login node)
-    here_problem: Callable[[object], Optional[str]] = no_config_problem
+    here_problem: Callable[[object], Optional[str]] = no_problem
     # Sweep cells run as `python -m <child_module> <cell>/<child_config>` in a child process
     # (None: in the job's own process, cell after cell)
     child_module: Optional[str] = None

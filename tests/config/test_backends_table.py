@@ -44,7 +44,7 @@ def test_eval_final_window_false_is_valid_on_both_backends():
     # eval.final_window=false evaluates at step 0, every test_freq steps and the last step
     # (arena/runs/stability.py, eval_steps). verl's own schedule is the same points: val_before_train
     # (step 0), then its fit validates when `is_last_step or global_steps % test_freq == 0`
-    # (verl/trainer/ppo/ray_trainer.py). So verl honours it, and Sokoban's default budget, which
+    # (verl's RayPPOTrainer.fit). So verl honours it, and Sokoban's default budget, which
     # sets it (configs/env_budget/sokoban_default.yaml), runs on verl: steps 50, test_freq 10 ->
     # evals at 0, 10, 20, 30, 40, 50 on either backend.
     from arena.runs.stability import eval_steps
