@@ -1,17 +1,10 @@
 """Smoke test of benchmarks/bench_envs.py on its built-in instant `fake` env (quick mode)."""
-import importlib.util
-from pathlib import Path
-
 import arena.envs
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_envs.py"
+from tests.benchmark_module import load_benchmark
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_envs", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_envs")
 
 
 def test_quick_fake_numbers_are_positive(capsys):

@@ -2,8 +2,6 @@
 old_logp from the sampler at temperature 1, no forward the step does not need, and the same
 update as the reference path (today's step before it, benchmarks/reference_rl_step.py)."""
 import copy
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +13,7 @@ from arena.lm.model import build_model
 from arena.lm.sampler import left_pad, sample_tokens
 from arena.po.compose import resolve
 from arena.po.types import make_batch
+from tests.benchmark_module import load_benchmark
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 V = 64  # vocabulary of the test model
@@ -29,11 +28,7 @@ LOGP_ATOL = 1e-5
 
 
 def _reference_module():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "reference_rl_step.py"
-    spec = importlib.util.spec_from_file_location("reference_rl_step", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("reference_rl_step")
 
 
 def _cfg(**kw):

@@ -1,17 +1,13 @@
 """benchmarks/kernel_floor.py: the seconds a call spends inside the model's compute kernels."""
-import importlib.util
 import time
-from pathlib import Path
 
 import torch
 
+from tests.benchmark_module import load_benchmark
+
 
 def load_kernel_floor():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernel_floor.py"
-    spec = importlib.util.spec_from_file_location("kernel_floor", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("kernel_floor")
 
 
 def test_kernel_seconds_counts_matmuls_within_the_call_and_nothing_else():

@@ -1,7 +1,5 @@
 """The sampler (KV-cache decoding), the one-pass log-probs, the policy adapter, the benchmark."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +9,7 @@ from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.lm.model import build_model
 from arena.lm.sampler import draw_from, left_pad, make_policy, sample_tokens, top_p_filter
 from arena.lm.tokenizer import build_tokenizer, tag_id
+from tests.benchmark_module import load_benchmark
 
 V = 40
 # Variable lengths (left padding up to 7 slots) and a repeated prompt (prefilled once).
@@ -191,10 +190,7 @@ def test_policy_adapter_returns_text_ids_and_logp():
 
 
 def test_benchmark_quick_smoke(capsys):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_sampler.py"
-    spec = importlib.util.spec_from_file_location("bench_sampler", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_sampler")
     result = bench.main(["--quick"])
     for key in ("ours_tok_s", "generate_tok_s", "ratio"):
         assert math.isfinite(result[key]) and result[key] > 0

@@ -1,10 +1,6 @@
 """The current sampler and eval against the code before the speed work (benchmarks/reference_sampler.py,
 the "before" of benchmarks/bench_eval.py and bench_sampler.py): the same greedy eval outcomes and
 tokens, and the same tokens and log-probs from the same seed when sampling."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -14,17 +10,9 @@ from arena.config import load_config
 from arena.lm.model import build_model
 from arena.lm.sampler import StopStrings, make_policy, sample_tokens
 from arena.lm.tokenizer import build_tokenizer
+from tests.benchmark_module import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def load_benchmark(name: str):
-    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import reference_sampler beside them
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
