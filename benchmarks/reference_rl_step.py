@@ -1,13 +1,15 @@
 """The RL step after the rollout as the embedded trainer ran it before the faster step: the
 reference path of benchmarks/bench_rl_step.py (docs/design.md, "The step's log-probs and
-update"). It is today's code with the faster step's four choices undone, so it shares every
+update"). It is today's code with the faster step's choices undone, so it shares every
 other line with the trainer and cannot drift from it:
 - old_logp and entropy from a no-grad forward of the training model (today: the sampler's
   log-probs at temperature 1: `fill_logprobs(..., old_from_sampler=True)`);
 - micro-batches of `micro_batch_size` rows (today: at most SORTED_MICRO_ROWS when sorted);
 - sorted micro-batches only when asked (today: `sort_micro_batches=auto`, on under agg_norm=global);
 - every row's prompt in its own forward (today: each micro-batch's distinct prompts once,
-  `share_prompts=True`, arena/lm/logprobs.py).
+  `share_prompts=True`, arena/lm/logprobs.py);
+- HF's "sdpa" attention, which copies each key/value head per query head under a mask (today:
+  "sdpa_gqa", arena/lm/attention.py); the models passed in are switched to it.
 The update itself (`ppo_update`) was not part of that work and is today's.
 """
 from __future__ import annotations
@@ -24,6 +26,9 @@ def reference_step(cfg, po, model, ref_model, optimizer, batch, sort_micro_batch
     """The trainer's call sequence after the rollout, before the faster step: fill_logprobs with
     a forward for old_logp, advantages, ppo_update. Returns (actor/* metrics, log-prob seconds,
     update seconds), timed as the trainer did."""
+    for m in (model, ref_model):
+        if m is not None:
+            m.set_attn_implementation("sdpa")
     t0 = time.perf_counter()
     fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, sort_micro_batches, old_from_sampler=False,
                   share_prompts=False)

@@ -4,7 +4,9 @@
 `load_model` loads any local HF checkpoint (model + tokenizer), so a user with Qwen3 weights
 on disk can train them with the same code; `save_checkpoint` writes both atomically.
 
-Attention: "sdpa" is the default; "eager" is also accepted. Measured on the 2-core CPU box
+Attention: "sdpa_gqa" (attention.py: SDPA reading the grouped key/value heads itself, logits
+bit-identical to "sdpa", gradients equal up to float rounding) is the default; HF's "sdpa" and
+"eager" are also accepted. Measured on the 2-core CPU box before "sdpa_gqa"
 (torch 2.13, transformers 5.10, 1 thread, CPU time, median of 5), a 64 x 96-token batch:
 "tiny" forward 75 ms (sdpa) vs 82 ms (eager), forward+backward 249 vs 250 ms; "small"
 forward 214 vs 269 ms, forward+backward 842 vs 899 ms. The sampler's fast path always uses
@@ -18,13 +20,15 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
+from .attention import ATTENTION
+
 # Named sizes. Parameter counts are for vocab_size=1024 with tied embeddings.
 SIZES = {
     "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=192),  # ~0.15M
     "small": dict(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=256),  # ~0.72M
     "medium": dict(hidden=256, layers=6, heads=8, kv_heads=4, intermediate=768),  # ~5.0M
 }
-ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
+ATTN_IMPLEMENTATIONS = (ATTENTION, "sdpa", "eager")
 
 
 def build_model(
@@ -38,7 +42,7 @@ def build_model(
     intermediate: int | None = None,
     max_positions: int = 4096,
     seed: int = 0,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str = ATTENTION,
     pad_token_id: int | None = None,
     eos_token_id: int | None = None,
     tie_word_embeddings: bool = True,
@@ -99,7 +103,7 @@ def resolve_device(device: str | torch.device = "cpu") -> torch.device:
     return device
 
 
-def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementation: str = "sdpa"):
+def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementation: str = ATTENTION):
     """(model, tokenizer) from a local HF checkpoint folder; nothing is downloaded. A run folder
     means its final policy (arena.runs.policy.policy_folder; NoPolicy when it has none)."""
     from arena.runs.policy import policy_folder

@@ -35,7 +35,7 @@ def test_default_is_small_and_under_one_million_parameters():
     model = build_model(1024)
     assert model.config.hidden_size == SIZES["small"]["hidden"]
     assert count_parameters(model) < 1_000_000
-    assert model.config._attn_implementation == "sdpa"
+    assert model.config._attn_implementation == "sdpa_gqa"
 
 
 def test_explicit_dimensions_override_the_size():
@@ -108,7 +108,7 @@ def test_saved_checkpoint_has_the_umask_modes_not_mkdtemps_0700(tmp_path):
 def test_user_errors_list_the_choices(tmp_path):
     with pytest.raises(ValueError, match="tiny, small, medium"):
         build_model(10, size="huge")
-    with pytest.raises(ValueError, match="sdpa, eager"):
+    with pytest.raises(ValueError, match="sdpa_gqa, sdpa, eager"):
         build_model(10, attn_implementation="flash")
     with pytest.raises(ValueError, match="config.json"):
         load_model(tmp_path)
