@@ -45,3 +45,30 @@ def test_kernel_seconds_counts_attention_forward_and_backward():
     # the CPU attention kernel of this torch (flash on CPU, or the math path's matmuls) is counted
     assert counted, f"no KERNELS op among {sorted(n for n in names if 'attention' in n or 'mm' in n)}"
     assert kf.kernel_seconds(attention) > 0
+
+
+def test_kernel_calls_are_replayed_with_their_shapes_and_the_floor_takes_the_smaller_time():
+    kf = load_kernel_floor()
+    q = torch.randn(2, 4, 6, 8, requires_grad=True)  # [B, Hq, L, D]
+    kv = torch.randn(2, 2, 6, 8, requires_grad=True)  # [B, Hkv, L, D]: grouped heads, as the model's
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()  # [L, L]
+    lin = torch.nn.Linear(8, 16)
+
+    def step():
+        out = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask, enable_gqa=True)  # [2, 4, 6, 8]
+        (out.sum() + lin(torch.randn(5, 8)).sum()).backward()  # addmm forward; mm in the backward
+        torch.randn(3, 4, 5) @ torch.randn(3, 5, 7)  # bmm
+
+    calls = kf.kernel_calls(step)
+    replayed = {name: kf._replay_fn(name, shapes, dtypes, scalars)() for name, shapes, dtypes, scalars in calls}
+    # by hand: lin's forward is addmm(bias [16], x [5, 8], W^T [8, 16]) -> [5, 16]; the bmm of
+    # [3, 4, 5] @ [3, 5, 7] -> [3, 4, 7]; the attention forward returns (out [2, 4, 6, 8], ...) and
+    # its backward (dq [2, 4, 6, 8], dk [2, 2, 6, 8], dv [2, 2, 6, 8])
+    assert replayed["aten::addmm"].shape == (5, 16)
+    assert replayed["aten::bmm"].shape == (3, 4, 7)
+    assert replayed["aten::_scaled_dot_product_flash_attention_for_cpu"][0].shape == (2, 4, 6, 8)
+    dq, dk, dv = replayed["aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
+    assert (dq.shape, dk.shape, dv.shape) == ((2, 4, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8))
+    assert "aten::mm" in replayed  # the weight's gradient
+    # the floor counts each call at most at its profiled time, and every call at some time
+    assert 0 < kf.floor_seconds(calls) <= sum(seconds for _, seconds in calls.values())
