@@ -129,6 +129,12 @@ def _train(args: Sequence[str]) -> int:
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
     check_runs_here(cfg)
+    from arena.runs import RunFolder
+
+    finished = RunFolder(run_dir(cfg))
+    if finished.done:  # nothing runs, so command.txt and run.log stay as they are
+        print(f"[train] already done: {finished.summary_file}")
+        return EXIT_OK
     with recording(run_dir(cfg)):
         return backend_of(cfg).train_fn()(cfg)
 

@@ -172,6 +172,20 @@ def test_train_and_sweep_cells_record_their_command_and_log(tmp_path, monkeypatc
     assert "cell output" in (tmp_path / "cell" / "run.log").read_text()
 
 
+def test_a_finished_run_is_done_on_rerun_and_its_folder_is_untouched(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "env=sanity", "budget=sanity", f"out={out}", "steps=2", "test_freq=2", "eval.n=8",
+            "wandb.enabled=false"]
+    assert main(args) == 0
+    files = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert (out / "summary.json") in files and files[out / "command.txt"].count(b"\n") == 1
+    capsys.readouterr()
+    assert main(args) == 0
+    assert f"[train] already done: {out / 'summary.json'}" in capsys.readouterr().out
+    # nothing ran, so nothing is recorded: command.txt keeps its one start, run.log its one run
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == files
+
+
 def test_the_last_budget_wins_everywhere(tmp_path):
     # Hydra composes budget=smoke (the last); `arena search` named the sweep after the first one
     from arena.sweeps.cli import search_main

@@ -239,6 +239,13 @@ def eval_summary(run: RunFolder) -> Optional[dict]:
     return summary if summary is not None and summary.get("kind") == "eval" else None
 
 
+def already_done(cfg, options: EvalOptions, run: RunFolder) -> bool:
+    """True when `run`'s summary.json is this eval's: the same eval id, n and first episode."""
+    done = eval_summary(run)
+    return bool(done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed)
+                and done.get("eval_id") == eval_id(cfg, options))
+
+
 def set_aside_stale_summary(run: RunFolder) -> None:
     """A summary.json of another n or episode range (or another eval): moved to
     summary.json.superseded-<time> before this eval plays, so a failed rerun never leaves the
@@ -293,6 +300,9 @@ def eval_main(args: dict, log: Callable = print) -> int:
                 log(f"[eval] another arena eval is running this eval in {run.path} (its lock is held): it pays for "
                     "these episodes; rerun this command after it ends to read its result")
                 return EXIT_FAILED
+            if already_done(cfg, options, run):  # nothing plays, so command.txt and run.log stay as they are
+                log(f"[eval] already done: {run.summary_file}")
+                return EXIT_OK
             with recording(run.path):  # command.txt and run.log, as every run folder (arena.runs.run_log)
                 return play_eval(cfg, options, client, run, t0, log)
     finally:
@@ -301,13 +311,9 @@ def eval_main(args: dict, log: Callable = print) -> int:
 
 
 def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log: Callable) -> int:
-    """The body of eval_main, run while this process holds the eval folder's lock."""
+    """The body of eval_main, run while this process holds the eval folder's lock and the eval is
+    not already done."""
     ident = eval_id(cfg, options)
-    done = eval_summary(run)
-    if (done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed)
-            and done.get("eval_id") == ident):
-        log(f"[eval] already done: {run.summary_file}")
-        return EXIT_OK
     set_aside_stale_summary(run)
     indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
     cached = load_cached(run.path, ident)

@@ -1,7 +1,8 @@
 """What made a run folder, kept in it (docs/design.md, Run folder):
 
     <out>/command.txt   one line per start: `<UTC time>  cd <cwd> && <command>`, appended, so a
-                        resumed run lists every command that worked on it
+                        resumed run lists every command that worked on it (a start that
+                        finds the run done, `arena train` or `arena eval`, records nothing)
     <out>/run.log       everything the run printed (stdout and stderr), appended
 
 `arena train` and every sweep cell go through `recording`. The command is the one `arena` was

@@ -1,7 +1,8 @@
 """A finished `arena eval` is found done on rerun (arena/evaluation/runner.py play_eval, the
 "already done" branch; docs/eval.md): the same command, into the default folder
 <results_dir>/evals/<eval_id> (arena.runs.layout.Results.eval_run), asks the endpoint nothing
-and rewrites neither summary.json nor the episode records. The cheapest setup: the local fake
+and rewrites neither summary.json nor the episode records, and adds nothing to command.txt or
+run.log (nothing worked on the eval). The cheapest setup: the local fake
 endpoint of test_faults.py (no model), budget=smoke, two episodes."""
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def test_a_finished_eval_is_done_on_rerun_and_rewrites_nothing(fake_key, tmp_pat
         summary_file = summaries[0]
         summary = summary_file.stat().st_mtime_ns, summary_file.read_bytes()
         config = (run / "config.yaml").read_bytes()
+        records = {name: (run / name).read_bytes() for name in ("command.txt", "run.log")}
+        assert records["command.txt"].count(b"\n") == 1  # the one start that played
         assert len(before) >= 1 and paid >= 2  # two episodes played, at least one request each
         lines = []
         assert eval_main(args, log=lines.append) == 0
@@ -39,4 +42,5 @@ def test_a_finished_eval_is_done_on_rerun_and_rewrites_nothing(fake_key, tmp_pat
     assert (summary_file.stat().st_mtime_ns, summary_file.read_bytes()) == summary  # summary.json untouched
     assert _stamps(run / "episodes") == before  # nor any episode record
     assert (run / "config.yaml").read_bytes() == config  # the same eval's config, byte for byte
+    assert {name: (run / name).read_bytes() for name in records} == records  # no second start recorded
     assert Results(tmp_path).eval_summaries() == summaries  # no second eval folder
