@@ -43,7 +43,7 @@ def sft_pass(model, batches) -> tuple[float, list[float], torch.Tensor]:
     return time.perf_counter() - t0, losses, grads(model)
 
 
-def bench_env(env: str, budget: str, steps: int, repeats: int) -> float:
+def bench_env(env: str, budget: str, steps: int, repeats: int) -> dict:
     cfg = load_config([f"env={env}", f"budget={budget}", "seed=0", "env.kwargs.pool=committed"] if env == "household"
                       else [f"env={env}", f"budget={budget}", "seed=0"])
     pairs, _ = collect_demos(cfg, cfg.bc.demos)
@@ -70,13 +70,14 @@ def bench_env(env: str, budget: str, steps: int, repeats: int) -> float:
           f"sdpa_gqa {statistics.median(times['sdpa_gqa']):.3f}s: ratio {ratio:.2f}; losses "
           f"{'bit-identical' if same_loss else 'DIFFER'}, gradients max |d| {d_grad:.2e} "
           f"(of max |g| {float(out['sdpa'][1].abs().max()):.2e})", flush=True)
-    return ratio
+    return {"ratio": ratio, "same_loss": same_loss, "max_grad_diff": d_grad,
+            "max_grad": float(out["sdpa"][1].abs().max())}
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", nargs="+", default=["sokoban", "shop"])
-    ap.add_argument("--budget", default="learn")
+    ap.add_argument("--budget", default="learn", help="e.g. smoke: its 32-demo BC, for a quick check")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
