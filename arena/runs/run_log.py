@@ -3,7 +3,8 @@
     <out>/command.txt   one line per start: `<UTC time>  cd <cwd> && <command>`, appended, so a
                         resumed run lists every command that worked on it (a start that
                         finds the run done, `arena train` or `arena eval`, records nothing)
-    <out>/run.log       everything the run printed (stdout and stderr), appended
+    <out>/run.log       everything the run printed (stdout and stderr), appended; a sweep's
+                        verl cell, which trains in a child process, copies its own output there
 
 `arena train` and every sweep cell go through `recording`. The command is the one `arena` was
 given (cli.main stores it in $ARENA_COMMAND; a sweep's driver passes it on to its jobs, so a
@@ -88,11 +89,21 @@ def recording(folder: str | Path, command: str | None = None) -> Iterator[Path]:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(folder / COMMAND_FILE, "a") as fh:
         fh.write(f"{stamp}  cd {shlex.quote(os.getcwd())} && {command or current_command()}\n")
+    with copied_to_run_log(folder, header=f"--- {stamp}: {command or current_command()}\n"):
+        yield folder
+
+
+@contextmanager
+def copied_to_run_log(folder: str | Path, header: str = "") -> Iterator[None]:
+    """Copy what this process prints (sys.stdout and sys.stderr) to `<folder>/run.log`, appended,
+    while the block runs. A sweep's verl cell runs in a child process, whose output the job's
+    `recording` does not see: the child copies its own (arena/backends/verl/main.py)."""
     out, err = sys.stdout, sys.stderr
-    with open(folder / RUN_LOG_FILE, "a") as log:
-        log.write(f"--- {stamp}: {command or current_command()}\n")
+    with open(Path(folder) / RUN_LOG_FILE, "a") as log:
+        log.write(header)
+        log.flush()  # before anything a child process appends
         sys.stdout, sys.stderr = _Tee(out, log), _Tee(err, log)
         try:
-            yield folder
+            yield
         finally:
             sys.stdout, sys.stderr = out, err

@@ -26,6 +26,12 @@ def test_verl_cell_runs_in_a_child_process_and_fails_clearly_without_vllm(tmp_pa
     error = (tmp_path / "cell" / "error.txt").read_text()
     assert "vllm" in error
     assert not (tmp_path / "cell" / "summary.json").exists()
+    # run.log: the job's header line, then what the child printed (the same message as
+    # error.txt, behind "[train] "): the job's `recording` does not see a child's output
+    log = (tmp_path / "cell" / "run.log").read_text()
+    header, _, child = log.partition("\n")
+    assert header.startswith("--- ")
+    assert "[train] " + error.strip().splitlines()[0] in child
 
 
 def test_embedded_cell_trains_in_process(tmp_path, monkeypatch):

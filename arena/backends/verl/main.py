@@ -41,6 +41,7 @@ from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, cell_id, check_trainable
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
+from arena.runs.run_log import copied_to_run_log
 from arena.runs.stability import smoke_note
 
 from .policy_export import checkpoint_step
@@ -298,7 +299,13 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     cfg = OmegaConf.load(argv[0])
     OmegaConf.set_struct(cfg, True)
-    return run_training(cfg)
+    folder = run_dir(cfg)
+    if not folder.is_dir():  # nothing made it (a bad path?): run_training says so and creates nothing
+        return run_training(cfg)
+    # a sweep's cell (or the multi-node script's run): what this driver prints lands in the
+    # run's run.log too, after the job's own `recording` header (the job does not see it)
+    with copied_to_run_log(folder):
+        return run_training(cfg)
 
 
 if __name__ == "__main__":
