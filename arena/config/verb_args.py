@@ -45,6 +45,7 @@ class CellsArgs:
     timeout_min: Optional[int] = None  # minutes a cell may run (the launcher's timeout_min when unset)
     progress_s: float = 30.0  # seconds between progress lines
     dry_run: bool = False  # print the plan (cells, BC stages, launcher, wall-time estimate); write nothing (--dry-run)
+    reuse: bool = True  # copy a cell another sweep under results_dir finished with the same config and code, instead of training it again
 
 
 @dataclass

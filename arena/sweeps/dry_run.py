@@ -1,6 +1,7 @@
 """`arena sweep ... dry_run=true` (or `--dry-run`): the plan, printed; nothing is written, no BC
 or cell is launched. It shows every cell (arm x env x seed) with its resolved method, its
-cell id and whether it is done already, the BC stages the sweep would run, the launcher and its
+cell id and whether it is done already (or would be copied from another sweep that finished
+it: twins.py), the BC stages the sweep would run, the launcher and its
 parallelism, and a rough wall-time estimate. A seeds=auto sweep shows its worst case: every arm
 at max_seeds.
 
@@ -32,6 +33,7 @@ BC_SECONDS_PER_STEP (the band-stopped BC, demos and evals included, per step of 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -42,7 +44,7 @@ import yaml
 
 from arena.runs.layout import CONFIG_FILE, SUMMARY_FILE, Results
 
-from .ledger import DONE, cell_state
+from .ledger import DONE, MISSING, cell_state
 from .plan import SweepPlan, first_use_notices
 
 SECONDS_PER_EPISODE = 0.054  # Sokoban's; the constant of an env without its own
@@ -146,11 +148,16 @@ def plan_lines(plan: SweepPlan, options) -> list[str]:
     parallel = options.parallel
     cells = plan.worst_case if plan.auto is not None else plan.cells
     states = [cell_state(c.out) for c in cells]
-    todo = [c for c, s in zip(cells, states) if s != DONE]
+    if options.reuse:  # a cell that another sweep finished with the same config and code would be copied
+        states = [twin_state(plan, c, identity()) if s != DONE and not Path(c.out).exists() else s
+                  for c, s in zip(cells, states)]
+    todo = [c for c, s in zip(cells, states) if s != DONE and not s.startswith(COPY_OF)]
     bc = bc_configs(cells)
     seeds = f"{len(plan.seeds)} seeds" if plan.auto is None else f"{plan.auto.max_seeds} seeds"
+    copies = sum(s.startswith(COPY_OF) for s in states)
     lines = [f"[dry-run] sweep {plan.name} ({plan.dimension}): {len(cells)} cells = {len(plan.arms)} arms x "
-             f"{len(plan.envs)} envs x {seeds}; {len(todo)} to run, {len(cells) - len(todo)} done"]
+             f"{len(plan.envs)} envs x {seeds}; {len(todo)} to run, {len(cells) - len(todo) - copies} done"
+             + (f", {copies} to copy from other sweeps that finished them (reuse=false trains them)" if copies else "")]
     if plan.auto is not None:
         lines += auto_lines(plan, len(cells))
     lines += [f"[dry-run] folder: {plan.sweep_dir} ({'exists' if plan.sweep_dir.exists() else 'not created'})",
@@ -171,6 +178,26 @@ def plan_lines(plan: SweepPlan, options) -> list[str]:
                      "on the search)")
     lines.append("[dry-run] nothing written, nothing launched")
     return lines
+
+
+COPY_OF = "copy of "
+
+
+@functools.cache
+def identity() -> dict:
+    """This driver's code identity (twins.code_identity), computed once per process."""
+    from .runner import provenance_env
+    from .twins import code_identity
+
+    return code_identity(provenance_env())
+
+
+def twin_state(plan: SweepPlan, cell, code: dict) -> str:
+    """"copy of <sweep>" when another sweep's finished twin would be copied in (twins.py), else MISSING."""
+    from .twins import finished_twin
+
+    twin = finished_twin(plan.results, plan.name, cell.cell_id, code)
+    return MISSING if twin is None else COPY_OF + twin.parent.parent.name
 
 
 def auto_lines(plan: SweepPlan, worst: int) -> list[str]:

@@ -23,6 +23,7 @@ class SweepOptions:
     progress_s: float = 30.0
     dry_run: bool = False  # print the plan (dry_run.py), write and launch nothing
     parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism)
+    reuse: bool = True  # copy cells other sweeps finished with the same config and code (twins.py)
 
 
 def budget_of(run: list[str]) -> str:
@@ -70,7 +71,8 @@ def _options(sweep: SweepArgs, launcher: str) -> SweepOptions:
     if not isinstance(progress, (int, float)) or isinstance(progress, bool) or progress <= 0:
         raise ValueError(f"progress_s={progress!r}: valid: a number of seconds > 0")
     return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress),
-                        parallel=sweep_parallelism(launcher), fail_fast=sweep.fail_fast, dry_run=sweep.dry_run)
+                        parallel=sweep_parallelism(launcher), fail_fast=sweep.fail_fast, dry_run=sweep.dry_run,
+                        reuse=sweep.reuse)
 
 
 def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
@@ -214,7 +216,10 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
 
 def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
     from .launchers import launcher_config, make_executor, start_after
+    from arena.runs.run_log import COMMAND_ENV
+
     from .runner import provenance_env, run_bc_stage, run_cells
+    from .twins import code_identity, copy_finished_twins
 
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]
@@ -243,9 +248,14 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     bc_stage(plan.cells)
     # local: `parallel` worker jobs, each running cell after cell (pool.py); else one job per cell
     pool_dir = plan.results.jobs(plan.name) / "pool" if kind == "local" else None
-    run = lambda cells: run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads,  # noqa: E731
-                                  train_fn=train_fn, fail_fast=options.fail_fast, progress_s=options.progress_s, log=log,
-                                  pool_dir=pool_dir)
+    identity = code_identity(env) if options.reuse else None
+
+    def run(cells) -> dict[str, str]:
+        if identity is not None:  # cells another sweep finished with the same config and code: copied, not trained
+            copy_finished_twins(cells, plan.results, plan.name, identity, command=env[COMMAND_ENV], log=log)
+        return run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads, train_fn=train_fn,
+                         fail_fast=options.fail_fast, progress_s=options.progress_s, log=log, pool_dir=pool_dir)
+
     if plan.cells and plan.cells[0].cfg.search.enabled:
         from .search import search_then_report
 

@@ -25,7 +25,9 @@ from arena.sweeps.status import arm_summary_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-ARGS = ["dimension=aggregation", "budget=smoke", "seeds=2", "launcher=debug", "wandb.enabled=false", "progress_s=5"]
+# reuse=false: "storm" trains its own cells (it would copy calm's finished twins: arena/sweeps/twins.py)
+ARGS = ["dimension=aggregation", "budget=smoke", "seeds=2", "launcher=debug", "wandb.enabled=false", "progress_s=5",
+        "reuse=false"]
 SCORES = ("final_eval_success", "initial_eval_success", "var_last20", "noise_floor", "stable", "status", "steps")
 
 

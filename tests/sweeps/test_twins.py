@@ -1,0 +1,143 @@
+"""A cell another sweep of the same results dir finished, with the same config and code, is copied
+into a new sweep instead of being trained again (arena/sweeps/twins.py), and only then.
+
+The fake trainer (fake_train.py) records what it trains in <cell>/calls.log; here its summaries
+carry the real provenance of the job (arena.runs.provenance), with the checkout's git state
+pinned by `clean_checkout` so that the test does not depend on the state of the working tree."""
+import json
+
+import pandas as pd
+import pytest
+
+from arena.runs import RunFolder
+from arena.runs.provenance import provenance
+from arena.sweeps.cli import sweep_main
+from arena.sweeps.twins import COPIED_FROM_FILE, same_code
+
+from . import fake_train
+
+
+def _train(cfg) -> int:
+    """fake_train.train, then the summary gets this job's provenance (sha, dirty, versions, hooks)."""
+    code = fake_train.train(cfg)
+    run = RunFolder(cfg.out)
+    run.write_summary({**run.summary(), **provenance()})
+    return code
+
+
+def _sweep(args, log=lambda *_: None):
+    return sweep_main(args, train_fn=_train, bc_fn=fake_train.bc, log=log)
+
+
+@pytest.fixture
+def clean_checkout(monkeypatch):
+    """The driver sees a clean checkout at commit 'a' * 40 (it passes that to its jobs)."""
+    state = {"sha": "a" * 40, "dirty": False}
+    monkeypatch.setattr("arena.runs.provenance.git_state", lambda repo=None: (state["sha"], state["dirty"]))
+    return state
+
+
+def _cells(tmp_path, name):
+    manifest = json.loads((tmp_path / "sweeps" / name / "manifest.json").read_text())
+    return {c["arm"] + f"/{c['seed']}": tmp_path / "sweeps" / name / "cells" / c["cell_id"] for c in manifest["cells"]}
+
+
+def _trained(folder) -> int:
+    calls = folder / "calls.log"
+    return len(calls.read_text().split()) if calls.exists() else 0
+
+
+def test_the_shared_grpo_cells_are_copied_not_trained_again(sweep_env, tmp_path, clean_checkout):
+    # aggregation = [grpo, grpo_st], filtering = [grpo, grpo_ds]: the two grpo cells (seeds 0, 1)
+    # have the same cell id in both sweeps (the same resolved config)
+    assert _sweep(["dimension=aggregation", "seeds=2", "launcher=debug", *sweep_env]) == 0
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=2", "launcher=debug", *sweep_env], log=lines.append) == 0
+    first, second = _cells(tmp_path, "aggregation-smoke"), _cells(tmp_path, "filtering-smoke")
+    for key in ("grpo/0", "grpo/1"):
+        assert second[key].name == first[key].name  # the same cell id
+        assert _trained(first[key]) == 1 and RunFolder(second[key], expect_cell_id=second[key].name).done
+        # the copy holds the first sweep's files byte for byte (calls.log included: trained once, there)
+        for path in first[key].rglob("*"):
+            if path.is_file() and path.name not in (".lock", ".heartbeat"):
+                assert (second[key] / path.relative_to(first[key])).read_bytes() == path.read_bytes(), path
+        assert not (second[key] / ".lock").exists()
+        record = json.loads((second[key] / COPIED_FROM_FILE).read_text())
+        assert record["from"] == str(first[key].resolve()) and record["at"].endswith("Z") and record["command"]
+    # every training call, in order: the first sweep's 4 cells, then the second's except grpo's
+    calls = (tmp_path / "all_calls.log").read_text().split()
+    assert sorted(calls[:4]) == sorted(str(p) for p in first.values())
+    assert sorted(calls[4:]) == sorted(str(p) for k, p in second.items() if not k.startswith("grpo/"))
+    assert len(second) - len(calls[4:]) == 2
+    assert not (second["grpo_ds/0"] / COPIED_FROM_FILE).exists()
+    assert any("2 cell(s) copied from other sweeps" in line for line in lines), lines
+    # the report reads the copies as this sweep's cells: grpo (the baseline) on its 2 seeds, none
+    # failed or missing, and every arm compared with it on 2 seeds
+    table = pd.read_csv(tmp_path / "sweeps" / "filtering-smoke" / "report" / "table.csv")
+    grpo = table[(table.arm == "grpo") & (table.env == "sokoban")].iloc[0]
+    assert (grpo.n_seeds, grpo.n_failed, grpo.n_missing) == (2, 0, 0)
+    assert set(table.arm) == {"grpo", "grpo_ds", "gigpo", "gigpo_ds"} and set(table.n_seeds) == {2}
+
+
+def test_reuse_false_a_new_commit_or_a_dirty_checkout_train_again(sweep_env, tmp_path, clean_checkout):
+    assert _sweep(["dimension=aggregation", "seeds=1", "launcher=debug", *sweep_env]) == 0
+    grpo = _cells(tmp_path, "aggregation-smoke")["grpo/0"]
+    # reuse=false: trained by this sweep
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=own", "reuse=false", *sweep_env]) == 0
+    assert _trained(_cells(tmp_path, "own")["grpo/0"]) == 1
+    # a dirty checkout: the finished twin may come from other code
+    clean_checkout["dirty"] = True
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=dirty", *sweep_env]) == 0
+    assert _trained(_cells(tmp_path, "dirty")["grpo/0"]) == 1
+    # another commit, clean: the twins (aggregation-smoke's, and own's) were trained by other code
+    clean_checkout.update(sha="b" * 40, dirty=False)
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=later", *sweep_env]) == 0
+    assert _trained(_cells(tmp_path, "later")["grpo/0"]) == 1
+    assert _trained(grpo) == 1  # the first sweep's cell was never touched
+
+
+def test_a_started_cell_of_this_sweep_or_an_unfinished_twin_is_not_replaced(sweep_env, tmp_path, clean_checkout):
+    assert _sweep(["dimension=aggregation", "seeds=1", "launcher=debug", *sweep_env]) == 0
+    twin = _cells(tmp_path, "aggregation-smoke")["grpo/0"]
+    # this sweep already has a folder for the cell (a failed run): it resumes here, nothing is copied
+    mine = tmp_path / "sweeps" / "filtering-smoke" / "cells" / twin.name
+    mine.mkdir(parents=True)
+    (mine / "error.txt").write_text("an earlier failure\n")
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env]) == 0
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    # a twin that is not done (its summary gone) is no proof: the cell trains
+    (twin / "summary.json").unlink()
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=other", *sweep_env]) == 0
+    assert _trained(_cells(tmp_path, "other")["grpo/0"]) == 1
+
+
+def test_dry_run_says_which_cells_it_would_copy_and_writes_nothing(sweep_env, tmp_path, clean_checkout, capsys):
+    assert _sweep(["dimension=aggregation", "seeds=1", "launcher=debug", *sweep_env]) == 0
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "--dry-run", *sweep_env], log=lines.append) == 0
+    text = "\n".join(lines)
+    # 4 cells: grpo (a copy of aggregation-smoke's) and grpo_ds, gigpo, gigpo_ds (to run)
+    assert "3 to run, 0 done, 1 to copy from other sweeps" in text, text
+    assert "copy of aggregation-smoke" in text
+    assert not (tmp_path / "sweeps" / "filtering-smoke").exists()
+
+
+@pytest.mark.parametrize("summary, same", [
+    # identity: sha s, clean, versions v, no hooks
+    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, True),
+    ({"git_sha": "s", "git_dirty": "0", "versions": {"arena": "1"}, "test_hooks": {}}, True),  # the env spelling
+    ({"git_sha": "s", "git_dirty": True, "versions": {"arena": "1"}}, False),  # trained on a dirty checkout
+    ({"git_sha": "s", "git_dirty": "1", "versions": {"arena": "1"}}, False),
+    ({"git_sha": "t", "git_dirty": False, "versions": {"arena": "1"}}, False),  # another commit
+    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "2"}}, False),  # another package version
+    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {"ARENA_CRASH_AT": "x:1"}}, False),
+])
+def test_same_code(summary, same):
+    assert same_code(summary, {"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {}}) is same
+
+
+def test_no_git_means_the_versions_decide():
+    identity = {"git_sha": None, "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {}}
+    assert same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "1"}}, identity)
+    assert not same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "0"}}, identity)
+    assert not same_code({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, identity)
