@@ -33,7 +33,6 @@ BC_SECONDS_PER_STEP (the band-stopped BC, demos and evals included, per step of 
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import statistics
@@ -148,8 +147,9 @@ def plan_lines(plan: SweepPlan, options) -> list[str]:
     parallel = options.parallel
     cells = plan.worst_case if plan.auto is not None else plan.cells
     states = [cell_state(c.out) for c in cells]
-    if options.reuse:  # a cell that another sweep finished with the same config and code would be copied
-        states = [twin_state(plan, c, identity()) if s != DONE and not Path(c.out).exists() else s
+    if options.reuse and any(not Path(c.out).exists() for c in cells):
+        code = identity()  # a cell that another sweep finished with the same config and code would be copied
+        states = [twin_state(plan, c, code) if s != DONE and not Path(c.out).exists() else s
                   for c, s in zip(cells, states)]
     todo = [c for c, s in zip(cells, states) if s != DONE and not s.startswith(COPY_OF)]
     bc = bc_configs(cells)
@@ -183,9 +183,8 @@ def plan_lines(plan: SweepPlan, options) -> list[str]:
 COPY_OF = "copy of "
 
 
-@functools.cache
 def identity() -> dict:
-    """This driver's code identity (twins.code_identity), computed once per process."""
+    """This driver's code identity (twins.code_identity): its git state, versions and test hooks."""
     from .runner import provenance_env
     from .twins import code_identity
 
