@@ -4,6 +4,7 @@ reader and the summary check are arena.runs' (docs/design.md, Run folder); "±" 
 standard deviation over seeds, as in the report (docs/methods.md, Statistics)."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Callable, Optional
@@ -42,9 +43,22 @@ def status_lines(results_dir: str | Path, name: str) -> list[str]:
         elif state == DONE:
             mismatch = summary_metrics_mismatch(run)
             note = f"  (WARNING: {mismatch}; hand-edited? the report reads summary.json)" if mismatch else ""
+            source = copied_from(run.path)
+            note += f"  (copied from sweep {source})" if source else ""
         lines.append(f"  {row['role']:6s} {row['arm']:16s} {row['env']:10s} seed={row['seed']:<4d} {row['cell_id']}  "
                      f"{state}{note}")
     return lines
+
+
+def copied_from(cell_dir: Path) -> Optional[str]:
+    """The sweep a cell's folder was copied from (arena/sweeps/twins.py), or None: not a copy."""
+    from .twins import COPIED_FROM_FILE
+
+    try:
+        source = Path(json.loads((Path(cell_dir) / COPIED_FROM_FILE).read_text())["from"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return source.parent.parent.name  # <results_dir>/sweeps/<sweep>/cells/<cell_id>
 
 
 def summary_metrics_mismatch(run: RunFolder) -> Optional[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from arena.runs import RunFolder
 from arena.runs.provenance import provenance
-from arena.sweeps.cli import sweep_main
+from arena.sweeps.cli import status_main, sweep_main
 from arena.sweeps.twins import COPIED_FROM_FILE, same_code
 
 from . import fake_train
@@ -77,6 +77,15 @@ def test_the_shared_grpo_cells_are_copied_not_trained_again(sweep_env, tmp_path,
     grpo = table[(table.arm == "grpo") & (table.env == "sokoban")].iloc[0]
     assert (grpo.n_seeds, grpo.n_failed, grpo.n_missing) == (2, 0, 0)
     assert set(table.arm) == {"grpo", "grpo_ds", "gigpo", "gigpo_ds"} and set(table.n_seeds) == {2}
+    # `arena status` names the sweep each copy came from, on the copies' lines only
+    lines = []
+    assert status_main([f"results_dir={tmp_path}", "name=filtering-smoke"], log=lines.append) == 0
+    cells = [line for line in lines[1:] if " seed=" in line]
+    assert len(cells) == 8 and lines[0].startswith("sweep filtering-smoke (filtering): 8 cells: 8 done")
+    for line in cells:
+        copied = line.split()[1] == "grpo"
+        # (the fake trainer's summary says steps=3 over one metrics row: status warns on every cell)
+        assert line.endswith("(copied from sweep aggregation-smoke)") is copied, line
 
 
 def test_reuse_false_a_new_commit_or_a_dirty_checkout_train_again(sweep_env, tmp_path, clean_checkout):
