@@ -215,9 +215,9 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
 
 
 def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
-    from .launchers import launcher_config, make_executor, start_after
     from arena.runs.run_log import COMMAND_ENV
 
+    from .launchers import launcher_config, make_executor, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
     from .twins import code_identity, copy_finished_twins
 

@@ -43,20 +43,23 @@ def _cells(tmp_path, name):
 
 
 def _trained(folder) -> int:
-    calls = folder / "calls.log"
-    return len(calls.read_text().split()) if calls.exists() else 0
+    """Training calls made in this very folder (<results_dir>/all_calls.log lists each call's
+    `out`; a copied folder's calls.log is its source's, so it is not counted here)."""
+    calls = folder.parents[3] / "all_calls.log"  # <results_dir>/sweeps/<name>/cells/<id>
+    return calls.read_text().split().count(str(folder)) if calls.exists() else 0
 
 
 def test_the_shared_grpo_cells_are_copied_not_trained_again(sweep_env, tmp_path, clean_checkout):
-    # aggregation = [grpo, grpo_st], filtering = [grpo, grpo_ds]: the two grpo cells (seeds 0, 1)
-    # have the same cell id in both sweeps (the same resolved config)
+    # aggregation = [grpo, grpo_st], filtering = [grpo, grpo_ds, gigpo, gigpo_ds]: the two grpo
+    # cells (seeds 0, 1) have the same cell id in both sweeps (the same resolved config)
     assert _sweep(["dimension=aggregation", "seeds=2", "launcher=debug", *sweep_env]) == 0
     lines = []
     assert _sweep(["dimension=filtering", "seeds=2", "launcher=debug", *sweep_env], log=lines.append) == 0
     first, second = _cells(tmp_path, "aggregation-smoke"), _cells(tmp_path, "filtering-smoke")
     for key in ("grpo/0", "grpo/1"):
         assert second[key].name == first[key].name  # the same cell id
-        assert _trained(first[key]) == 1 and RunFolder(second[key], expect_cell_id=second[key].name).done
+        assert _trained(first[key]) == 1 and _trained(second[key]) == 0
+        assert RunFolder(second[key], expect_cell_id=second[key].name).done
         # the copy holds the first sweep's files byte for byte (calls.log included: trained once, there)
         for path in first[key].rglob("*"):
             if path.is_file() and path.name not in (".lock", ".heartbeat"):
@@ -80,7 +83,7 @@ def test_the_shared_grpo_cells_are_copied_not_trained_again(sweep_env, tmp_path,
     # `arena status` names the sweep each copy came from, on the copies' lines only
     lines = []
     assert status_main([f"results_dir={tmp_path}", "name=filtering-smoke"], log=lines.append) == 0
-    cells = [line for line in lines[1:] if " seed=" in line]
+    cells = [line for line in lines[1:] if " seed=" in line]  # 4 arms x 2 seeds
     assert len(cells) == 8 and lines[0].startswith("sweep filtering-smoke (filtering): 8 cells: 8 done")
     for line in cells:
         copied = line.split()[1] == "grpo"
@@ -114,10 +117,13 @@ def test_a_started_cell_of_this_sweep_or_an_unfinished_twin_is_not_replaced(swee
     (mine / "error.txt").write_text("an earlier failure\n")
     assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env]) == 0
     assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
-    # a twin that is not done (its summary gone) is no proof: the cell trains
+    # twins that are not done (their summaries gone: both sweeps' folders of the cell) are no
+    # proof: the cell trains
     (twin / "summary.json").unlink()
+    (mine / "summary.json").unlink()
     assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=other", *sweep_env]) == 0
-    assert _trained(_cells(tmp_path, "other")["grpo/0"]) == 1
+    other = _cells(tmp_path, "other")["grpo/0"]
+    assert _trained(other) == 1 and not (other / COPIED_FROM_FILE).exists()
 
 
 def test_dry_run_says_which_cells_it_would_copy_and_writes_nothing(sweep_env, tmp_path, clean_checkout, capsys):
