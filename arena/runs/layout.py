@@ -18,7 +18,8 @@ and the globs: every sweep's manifest (Results.sweep_manifests), every sweep's c
 (Results.all_cells), every finished eval's summary.json (Results.eval_summaries).
 
 A run folder holds config.yaml, metrics.jsonl, summary.json, eval_wins/, ckpt/, steps/, policy/ and
-error.txt (RunFolder), command.txt and run.log (run_log.py). The trained policy leaves the run as
+error.txt (RunFolder), command.txt and run.log (run_log.py), and copied_from.json in a sweep cell
+copied from another sweep that finished it (arena/sweeps/twins.py). The trained policy leaves the run as
 Hugging Face model folders (model and tokenizer, loadable by `transformers` alone; arena/runs/policy.py):
 
     <run>/steps/<step>/    the policy at each saved step (every save_freq steps and the last)
@@ -40,6 +41,7 @@ SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
 COMMAND_FILE = "command.txt"  # the command line of each start (run_log.py)
 RUN_LOG_FILE = "run.log"  # what the run printed (run_log.py)
+COPIED_FROM_FILE = "copied_from.json"  # a sweep cell copied from another sweep (arena/sweeps/twins.py)
 CKPT_DIR = "ckpt"
 STEPS_DIR = "steps"  # <step>/: the HF model folder of each saved step
 POLICY_DIR = "policy"  # the HF model folder of the final policy

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from arena.runs.folder import RunFolder
-from arena.runs.layout import Results
+from arena.runs.layout import COPIED_FROM_FILE, Results
 from arena.runs.manifest import read_manifest
 
 from .ledger import DONE, cell_state
@@ -52,8 +52,6 @@ def status_lines(results_dir: str | Path, name: str) -> list[str]:
 
 def copied_from(cell_dir: Path) -> Optional[str]:
     """The sweep a cell's folder was copied from (arena/sweeps/twins.py), or None: not a copy."""
-    from .twins import COPIED_FROM_FILE
-
     try:
         source = Path(json.loads((Path(cell_dir) / COPIED_FROM_FILE).read_text())["from"])
     except (OSError, ValueError, KeyError, TypeError):

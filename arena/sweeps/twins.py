@@ -24,11 +24,10 @@ from typing import Callable, Iterable, Optional
 
 from arena.runs import RunFolder
 from arena.runs.atomic import atomic_write_dir, atomic_write_json
-from arena.runs.layout import CELLS_DIR, Results
+from arena.runs.layout import CELLS_DIR, COPIED_FROM_FILE, Results
 
 from .ledger import HEARTBEAT_NAME, LOCK_NAME
 
-COPIED_FROM_FILE = "copied_from.json"
 NOT_COPIED = (LOCK_NAME, HEARTBEAT_NAME)
 
 

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from arena.runs import RunFolder
+from arena.runs.layout import COPIED_FROM_FILE
 from arena.runs.provenance import provenance
 from arena.sweeps.cli import status_main, sweep_main
-from arena.sweeps.twins import COPIED_FROM_FILE, same_code
+from arena.sweeps.twins import same_code
 
 from . import fake_train
 
