@@ -38,6 +38,17 @@ def pin_git_state() -> None:
         _PINNED = git_state()
 
 
+def package_versions() -> dict[str, str | None]:
+    """{package: installed version, or None} for PACKAGES."""
+    versions = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return versions
+
+
 def provenance() -> dict:
     if "ARENA_GIT_SHA" in os.environ:
         sha, dirty = os.environ["ARENA_GIT_SHA"] or None, os.environ.get("ARENA_GIT_DIRTY") == "1"
@@ -45,19 +56,13 @@ def provenance() -> dict:
         sha, dirty = _PINNED
     else:
         sha, dirty = git_state()
-    versions = {}
-    for pkg in PACKAGES:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
     from arena.env_vars import active_test_hooks
 
     return {
         "test_hooks": active_test_hooks(),  # {} in a real run (arena/env_vars.py)
         "git_sha": sha,
         "git_dirty": dirty,
-        "versions": versions,
+        "versions": package_versions(),
         "host": platform.node(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }

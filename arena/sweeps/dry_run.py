@@ -43,8 +43,9 @@ import yaml
 
 from arena.runs.layout import CONFIG_FILE, SUMMARY_FILE, Results
 
-from .ledger import DONE, MISSING, cell_state
+from .ledger import DONE, cell_state
 from .plan import SweepPlan, first_use_notices
+from .twins import twins_to_copy
 
 SECONDS_PER_EPISODE = 0.054  # Sokoban's; the constant of an env without its own
 ENV_SECONDS_PER_EPISODE = {"sokoban": SECONDS_PER_EPISODE, "household": 0.139, "shop": 0.14}
@@ -147,9 +148,9 @@ def plan_lines(plan: SweepPlan, options) -> list[str]:
     parallel = options.parallel
     cells = plan.worst_case if plan.auto is not None else plan.cells
     states = [cell_state(c.out) for c in cells]
-    if options.reuse and any(not Path(c.out).exists() for c in cells):
-        code = identity()  # a cell that another sweep finished with the same config and code would be copied
-        states = [twin_state(plan, c, code) if s != DONE and not Path(c.out).exists() else s
+    if options.reuse:  # a cell that another sweep finished with the same config and code would be copied
+        twins = {c.cell_id: twin for c, twin in twins_to_copy(cells, plan.results, plan.name, identity())}
+        states = [COPY_OF + twins[c.cell_id].parent.parent.name if c.cell_id in twins else s
                   for c, s in zip(cells, states)]
     todo = [c for c, s in zip(cells, states) if s != DONE and not s.startswith(COPY_OF)]
     bc = bc_configs(cells)
@@ -189,14 +190,6 @@ def identity() -> dict:
     from .twins import code_identity
 
     return code_identity(provenance_env())
-
-
-def twin_state(plan: SweepPlan, cell, code: dict) -> str:
-    """"copy of <sweep>" when another sweep's finished twin would be copied in (twins.py), else MISSING."""
-    from .twins import finished_twin
-
-    twin = finished_twin(plan.results, plan.name, cell.cell_id, code)
-    return MISSING if twin is None else COPY_OF + twin.parent.parent.name
 
 
 def auto_lines(plan: SweepPlan, worst: int) -> list[str]:

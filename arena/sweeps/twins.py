@@ -32,13 +32,14 @@ NOT_COPIED = (LOCK_NAME, HEARTBEAT_NAME)
 
 
 def code_identity(env: dict[str, str]) -> dict:
-    """What a run trained now would record about its code: the driver's git state (`env`, from
-    runner.provenance_env), the package versions and the active test hooks (arena.runs.provenance)."""
-    from arena.runs.provenance import provenance
+    """What a run trained now would record about its code (arena.runs.provenance): the driver's
+    git state, already read into `env` (runner.provenance_env), the package versions and the
+    active test hooks."""
+    from arena.env_vars import active_test_hooks
+    from arena.runs.provenance import package_versions
 
-    mine = provenance()
     return {"git_sha": env.get("ARENA_GIT_SHA") or None, "git_dirty": env.get("ARENA_GIT_DIRTY") == "1",
-            "versions": mine["versions"], "test_hooks": mine["test_hooks"]}
+            "versions": package_versions(), "test_hooks": active_test_hooks()}
 
 
 def same_code(summary: dict, identity: dict) -> bool:
@@ -63,18 +64,25 @@ def finished_twin(results: Results, sweep: str, cell_id: str, identity: dict) ->
     return None
 
 
+def twins_to_copy(cells: Iterable, results: Results, sweep: str, identity: dict) -> list[tuple]:
+    """(cell, its finished twin's folder) for each cell of `cells` that has no folder in this
+    sweep yet and a twin to copy (module docstring): what a sweep copies, and its dry run lists."""
+    found = []
+    for cell in cells:
+        if Path(cell.out).exists() or Path(cell.out).is_symlink():
+            continue
+        twin = finished_twin(results, sweep, cell.cell_id, identity)
+        if twin is not None:
+            found.append((cell, twin))
+    return found
+
+
 def copy_finished_twins(cells: Iterable, results: Results, sweep: str, identity: dict, *,
                         command: str, log: Callable = print) -> list[str]:
     """Copy in the finished twin of each cell of `cells` that has no folder yet; returns the
     copied cell ids (module docstring)."""
     copied = []
-    for cell in cells:
-        target = Path(cell.out)
-        if target.exists() or target.is_symlink():
-            continue
-        twin = finished_twin(results, sweep, cell.cell_id, identity)
-        if twin is None:
-            continue
+    for cell, twin in twins_to_copy(cells, results, sweep, identity):
 
         def fill(tmp: Path, twin: Path = twin) -> None:
             shutil.copytree(twin, tmp, symlinks=True, dirs_exist_ok=True,
@@ -83,7 +91,7 @@ def copy_finished_twins(cells: Iterable, results: Results, sweep: str, identity:
                 "from": str(twin.resolve()), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "command": command})
 
-        atomic_write_dir(target, fill)
+        atomic_write_dir(Path(cell.out), fill)
         copied.append(cell.cell_id)
     if copied:
         log(f"[sweep] {len(copied)} cell(s) copied from other sweeps under {results.sweeps} that finished them with "
