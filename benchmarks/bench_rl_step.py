@@ -101,11 +101,12 @@ def equality(cfg, po, model, batch, cfg_new) -> None:
         print(f"  {k:28s} {met_ref[k]:14.6g} {met_new.get(k, float('nan')):14.6g}")
 
 
-def step_flops(model, batch) -> float:
+def step_flops(model, batch, ppo_epochs: int) -> float:
     """Model FLOPs of the reference's work on real tokens: two no-grad forwards (old, ref) and one
-    forward+backward, = (1/3 + 1/3 + 1) x bench_train.training_flops (forward = 1/3 of it)."""
+    forward+backward per epoch over the batch, = (1/3 + 1/3 + ppo_epochs) x
+    bench_train.training_flops (forward = 1/3 of it). E.g. sokoban default (2 epochs): 8/3."""
     lengths = row_lengths(batch.prompt_mask, batch.response_mask).float()  # [N]
-    return (5 / 3) * training_flops(model, tokens=int(lengths.sum()), seq=float(lengths.mean()))
+    return (2 / 3 + ppo_epochs) * training_flops(model, tokens=int(lengths.sum()), seq=float(lengths.mean()))
 
 
 def time_case(cfg, po, model, batch, repeats: int, cfg_new) -> dict[str, list[tuple[float, float]]]:
@@ -149,7 +150,7 @@ def main(argv=None) -> dict:
                 new_lp = statistics.median(a for a, _ in times["new"])
                 new_up = statistics.median(b for _, b in times["new"])
                 new_s = statistics.median(a + b for a, b in times["new"])
-                flops = step_flops(model, batch)
+                flops = step_flops(model, batch, cfg.ppo_epochs)
                 # the new path can take no less than its matmuls and attention (forward and backward)
                 floor = kernel_seconds(lambda: run_path("new", cfg, po, model, batch, cfg_new)) / ref_s
                 ratio = new_s / ref_s
