@@ -55,13 +55,23 @@ def _ratio(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def clip_metrics(ratio, adv, mask, *, eps_low: float, eps_high: float) -> Metrics:
-    """The four clip fractions (module docstring) of a ratio [B, T]; detached 0-dim tensors."""
+def share_tokens(adv, mask) -> Metrics:
+    """The tokens each clip fraction of `clip_metrics` is a share of, as bool [B, T] masks: the
+    valid tokens for clipfrac_high/low, those with A > 0 / A < 0 for clipfrac_pos_adv/neg_adv.
+    A sum of micro-batch shares weighted by these counts is the share over their union."""
     valid = mask if mask.dtype == torch.bool else mask != 0  # [B, T] bool
-    high = (ratio > 1 + eps_high).logical_and_(valid)  # [B, T] valid tokens above the band
-    low = (ratio < 1 - eps_low).logical_and_(valid)  # [B, T] valid tokens below the band
     pos = (adv > 0).logical_and_(valid)  # [B, T] valid tokens with A > 0
     neg = (adv < 0).logical_and_(valid)  # [B, T] valid tokens with A < 0
+    return {"clipfrac_high": valid, "clipfrac_low": valid, "clipfrac_pos_adv": pos, "clipfrac_neg_adv": neg}
+
+
+@torch.no_grad()
+def clip_metrics(ratio, adv, mask, *, eps_low: float, eps_high: float) -> Metrics:
+    """The four clip fractions (module docstring) of a ratio [B, T]; detached 0-dim tensors."""
+    of = share_tokens(adv, mask)
+    valid, pos, neg = of["clipfrac_high"], of["clipfrac_pos_adv"], of["clipfrac_neg_adv"]  # [B, T] bool each
+    high = (ratio > 1 + eps_high).logical_and_(valid)  # [B, T] valid tokens above the band
+    low = (ratio < 1 - eps_low).logical_and_(valid)  # [B, T] valid tokens below the band
     counts = torch.stack([
         valid.count_nonzero(), high.count_nonzero(), low.count_nonzero(), pos.count_nonzero(),
         neg.count_nonzero(), high.logical_and_(pos).count_nonzero(), low.logical_and_(neg).count_nonzero(),

@@ -39,7 +39,7 @@ import torch
 from .advantages import ADV
 from .advantages_gigpo import anchor_repeat_stats, step_term_stats
 from .aggregation import AGG, AggNorm
-from .clipping import CLIP, SEQ_MASK
+from .clipping import CLIP, SEQ_MASK, share_tokens
 from .filtering import FILTER, collect_groups
 from .kl import kl_k3
 from .members import Registry
@@ -204,6 +204,10 @@ class Objective(NamedTuple):
     kl: torch.Tensor  # scalar aggregated k3 to the reference (0 when no ref)
     entropy: torch.Tensor  # scalar aggregated entropy (0 when not given)
     metrics: dict  # actor/* metrics of this micro-batch (python floats)
+    # per mean or share in `metrics`: the number of tokens it is over (python floats); counts such
+    # as actor/masked_seqs have none. Pooling micro-batches as sum_u v_u n_u / sum_u n_u gives the
+    # value over their union, whichever rows share a micro-batch (embedded update)
+    tokens: dict
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
@@ -221,6 +225,12 @@ def policy_loss(
     norm: Optional[AggNorm] = None,
 ) -> tuple[torch.Tensor, dict]:
     """The policy-gradient term alone (verl adds KL and entropy itself), plus its metrics."""
+    pg, metrics, _ = _policy_loss_and_tokens(po, logp, old_logp, adv, mask, norm=norm)
+    return pg, metrics
+
+
+def _policy_loss_and_tokens(po, logp, old_logp, adv, mask, *, norm) -> tuple[torch.Tensor, dict, dict]:
+    """policy_loss, plus the token count of each metric that is a mean or a share (Objective.tokens)."""
     mask_pg = SEQ_MASK[po.seq_mask](logp, old_logp, adv, mask, **po.member_hp("seq_mask"))  # [B, T]
     loss_tok, clip_metrics = CLIP[po.clipping](logp, old_logp, adv, mask_pg, **po.member_hp("clipping"))  # [B, T]
     agg_norm = norm if po.global_norm else None
@@ -233,7 +243,10 @@ def policy_loss(
         metrics = {f"actor/{k}": float(v) for k, v in clip_metrics.items()}
         metrics["actor/off_policy_kl"] = _masked_mean(old_logp - logp, mask)
         metrics["actor/masked_seqs"] = float((rows_before & ~rows_after).sum())
-    return pg, metrics
+        # the clip fractions are shares of tokens of mask_pg (the mask the clip member saw)
+        tokens = {f"actor/{k}": float(m.count_nonzero()) for k, m in share_tokens(adv, mask_pg).items()}
+        tokens["actor/off_policy_kl"] = float(mask.sum())
+    return pg, metrics, tokens
 
 
 def objective(
@@ -252,7 +265,7 @@ def objective(
 ) -> Objective:
     """PG + kl_coef*KL - entropy_coef*H for one micro-batch (module docstring)."""
     _check_same_shape(logp=logp, old_logp=old_logp, adv=adv, mask=mask, ref_logp=ref_logp, entropy=entropy)
-    pg, metrics = policy_loss(po, logp, old_logp, adv, mask, norm=norm)
+    pg, metrics, tokens = _policy_loss_and_tokens(po, logp, old_logp, adv, mask, norm=norm)
     agg_norm = (norm or AggNorm.of(mask)) if po.global_norm else None
     aggregate = AGG[po.aggregation]
     zero = logp.new_zeros(())
@@ -263,9 +276,11 @@ def objective(
     with torch.no_grad():
         if ref_logp is not None:
             metrics["actor/kl_ref"] = _masked_mean(kl_k3(logp, ref_logp), mask)
+            tokens["actor/kl_ref"] = float(mask.sum())
         if entropy is not None:
             metrics["actor/entropy"] = _masked_mean(entropy, mask)
-    return Objective(total, pg, kl, ent, metrics)
+            tokens["actor/entropy"] = float(mask.sum())
+    return Objective(total, pg, kl, ent, metrics, tokens)
 
 
 def _check_same_shape(**tensors: Optional[torch.Tensor]) -> None:

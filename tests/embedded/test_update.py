@@ -1,4 +1,6 @@
 """ppo_update bookkeeping: mini-batch split, exact gradient accumulation, on-policy shortcut."""
+import math
+
 import pytest
 import torch
 
@@ -94,3 +96,43 @@ def test_on_policy_shortcut_makes_the_ratio_one():
     m2 = ppo_update(TableModel(), torch.optim.SGD(model.parameters(), lr=0.1), resolve({"method": "grpo"}), batch, adv,
                     table_logprobs, num_mini_batches=2, grad_clip=1e9)
     assert m2["actor/updates_per_step"] == 2.0 and m2["actor/clipfrac_high"] > 0.0
+
+
+def _clip_batch():
+    # 4 rows, one reply token each (token 0), A = [-1, -1, -1, +1]. With the TableModel's
+    # logp0 = log_softmax(w)[0], old_logp = logp0 - log(r) gives each row the ratio r:
+    #   r = [0.5, 1.0, 1.0, 1.5]; GRPO's band is [1 - 0.2, 1 + 0.2] = [0.8, 1.2].
+    logp0 = torch.log_softmax(TableModel().w.detach(), -1)[0]
+    ratio = torch.tensor([0.5, 1.0, 1.0, 1.5], dtype=torch.float64)
+    b = make_batch(group_id=[0] * 4, traj_id=list(range(4)), turn_idx=[0] * 4, turn_reward=[0.0] * 4,
+                   episode_return=[0.0] * 4, score=[0.0] * 4, format_valid=[True] * 4, action_valid=[True] * 4,
+                   won=[False] * 4)
+    b.prompt_ids = torch.zeros(4, 1, dtype=torch.long)
+    b.prompt_mask = torch.ones(4, 1, dtype=torch.long)
+    b.response_ids = torch.zeros(4, 1, dtype=torch.long)
+    b.response_mask = torch.ones(4, 1, dtype=torch.float64)
+    b.old_logp = (logp0 - ratio.log())[:, None]  # [4, 1]
+    b.ref_logp = None
+    return b, torch.tensor([-1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("micro", [4, 2, 1])
+def test_clip_fractions_are_shares_of_the_mini_batch_whatever_the_micro_batches(micro):
+    # By hand, over the mini-batch: 4 valid tokens, row 0 below the band, row 3 above it;
+    # A < 0 on rows 0-2 (one of them below: 1/3), A > 0 on row 3 (above: 1/1). So
+    #   clipfrac_low = 1/4, clipfrac_high = 1/4, clipfrac_neg_adv = 1/3, clipfrac_pos_adv = 1.
+    # Micro-batches of 2 are {0, 1} and {2, 3}: a share weighted by valid tokens (2/4 each) would
+    # give clipfrac_neg_adv = 1/2 * 2/4 + 0/1 * 2/4 = 1/4 and clipfrac_pos_adv = 1 * 2/4 = 1/2;
+    # pooled by their own tokens (A < 0: 2 and 1; A > 0: 0 and 1) they give 1/3 and 1.
+    # lr = 0 keeps the weights, so both epochs (no on-policy shortcut) see the same ratios.
+    po = resolve({"method": "grpo"})
+    batch, adv = _clip_batch()
+    model = TableModel()
+    metrics = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.0), po, batch, adv, table_logprobs,
+                         num_mini_batches=1, ppo_epochs=2, micro_batch_size=micro, grad_clip=1e9)
+    assert metrics["actor/clipfrac_low"] == pytest.approx(1 / 4, abs=1e-12)
+    assert metrics["actor/clipfrac_high"] == pytest.approx(1 / 4, abs=1e-12)
+    assert metrics["actor/clipfrac_neg_adv"] == pytest.approx(1 / 3, abs=1e-12)
+    assert metrics["actor/clipfrac_pos_adv"] == pytest.approx(1.0, abs=1e-12)
+    # off_policy_kl = mean(old - logp) = mean(-log r) = -(log 0.5 + log 1.5) / 4
+    assert metrics["actor/off_policy_kl"] == pytest.approx(-(math.log(0.5) + math.log(1.5)) / 4, abs=1e-12)

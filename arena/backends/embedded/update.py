@@ -12,6 +12,9 @@ On-policy shortcut (docs/methods.md §5.0): with one mini-batch and one epoch, o
 so the ratio is exactly 1.
 With `sort_micro_batches` the micro-batches of b are its rows sorted by length, each padded to its
 own longest row (micro_batches.py); under agg_norm=global sum_u L_u is the same L_b.
+Metrics: a mean or share over tokens is pooled over b's micro-batches (sum_u v_u n_u / sum_u n_u,
+n_u its tokens in u), so it is b's own value under any split; counts are summed; the step's value is
+the mean over its optimizer steps.
 """
 from __future__ import annotations
 
@@ -65,10 +68,10 @@ def ppo_update(
             mask_mb = batch.response_mask[mb]  # [n_b, T]
             # H of seq_mean_token_sum_norm: the batch's padded T, also when a micro-batch is trimmed
             norm = AggNorm.of(mask_mb, horizon=mask_mb.shape[1])
-            tokens_mb = float(mask_mb.sum())
             micro = micro_batch_rows(mb, micro_batch_size, lengths)
             optimizer.zero_grad(set_to_none=True)
-            mb_metrics: dict[str, float] = {}
+            mb_metrics: dict[str, float] = {}  # counts (summed) and pg_loss
+            pooled: dict[str, list[float]] = {}  # means and shares: [sum_u v_u n_u, sum_u n_u]
             for u in micro:
                 m = take(batch, u, trim=sort_micro_batches)  # T' = T unless trimmed
                 mask = m.response_mask  # [n_u, T']
@@ -87,16 +90,21 @@ def ppo_update(
                 # sequence mask), i.e. the rows the authors' sequence mask would drop
                 low_neg = count_masked(mask, seq_mask(logp.detach(), old, adv_tok, mask, LOW_RATIO_DELTA))  # []
                 out.metrics["actor/low_ratio_neg_seqs"] = float(low_neg)
-                # token-weighted average of the micro-batch means -> the mini-batch's masked mean
-                w = float(mask.sum()) / tokens_mb if tokens_mb > 0 else 0.0
+                # a mean or share v_u over n_u tokens (out.tokens; the valid tokens where not given)
+                # pools to the mini-batch's own value sum_u v_u n_u / sum_u n_u, whichever rows share
+                # a micro-batch: e.g. clipfrac_neg_adv over the mini-batch's A < 0 tokens
                 for k, v in out.metrics.items():
                     if k in ("actor/masked_seqs", "actor/low_ratio_neg_seqs"):  # counts: summed
                         mb_metrics[k] = mb_metrics.get(k, 0.0) + v
                     else:
-                        mb_metrics[k] = mb_metrics.get(k, 0.0) + w * v
+                        n_u = out.tokens.get(k, float(mask.sum()))
+                        acc = pooled.setdefault(k, [0.0, 0.0])
+                        acc[0], acc[1] = acc[0] + v * n_u, acc[1] + n_u
                 # the PG term as it enters the mini-batch loss (the objective's scale s, compose.py)
                 scale = po.micro_batch_scale(len(micro))
                 mb_metrics["actor/pg_loss"] = mb_metrics.get("actor/pg_loss", 0.0) + scale * float(out.pg.detach())
+            for k, (weighted, n) in pooled.items():
+                mb_metrics[k] = weighted / n if n > 0 else 0.0
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
             if math.isfinite(grad_norm):
                 optimizer.step()
