@@ -1,6 +1,6 @@
 """One RL step of the embedded trainer, split (rollout, env, log-probs, update), against the
 reference path (the step before the faster one: benchmarks/reference_rl_step.py, today's code
-with its three choices undone) on the SAME rollout batch from the SAME weights and optimizer
+with the faster step's choices undone) on the SAME rollout batch from the SAME weights and optimizer
 state, in one process.
 
 Per env and budget: a tokenizer and model built from expert demos (arena.bc.train.fresh_model)
@@ -10,8 +10,9 @@ trainer's size, then `--repeats` interleaved timings of
     reference: fill_logprobs (old + entropy forward, ref forward) + ppo_update, contiguous micro-batches
     new:       the trainer's logprobs_and_update (old_logp from the sampler, sorted micro-batches)
 each from a deepcopy of the model and the optimizer. Prints medians, the ratio new/reference
-(lower is faster), the step's model FLOPs as a fraction of this run's fp32 matmul peak
-(bench_train.py's matmul_peak and FLOP formula), and the equality check: max |d| of old_logp
+(lower is faster), the reference's model FLOPs per second of each path as a fraction of this run's
+fp32 matmul peak (bench_train.py's matmul_peak and FLOP formula; the new path's last layer skips
+the positions whose logits are not read, so it can exceed 100%), and the equality check: max |d| of old_logp
 and ref_logp over masked tokens, max |d| of the parameters after the update, actor/* side by side.
 
     python benchmarks/bench_rl_step.py --quick --threads 1 2       # ~2 min
@@ -158,9 +159,9 @@ def main(argv=None) -> dict:
                 ratios[f"{env}:{budget}:{threads}"] = ratio
                 print(f"  threads={threads}: reference log-probs {ref_lp:.3f}s + update {ref_up:.3f}s = {ref_s:.3f}s; new log-probs {new_lp:.3f}s "
                       f"+ update {new_up:.3f}s = {new_s:.3f}s; ratio new/reference {ratio:.2f} "
-                      f"(with the rollout: {step_ratio:.2f}); step FLOPs / peak: reference "
+                      f"(with the rollout: {step_ratio:.2f}); the reference's model FLOPs / seconds / peak: reference "
                       f"{100 * flops / ref_s / peak:.1f}%, new {100 * flops / new_s / peak:.1f}% "
-                      f"(peak {peak / 1e9:.1f} GFLOP/s); in its matmul and attention kernels alone the new path "
+                      f"(peak {peak / 1e9:.1f} GFLOP/s; over 100%: the new path skips part of that work); in its matmul and attention kernels alone the new path "
                       f"would be {floor:.2f} of the reference, the lowest ratio reachable without cutting their work")
     return ratios
 

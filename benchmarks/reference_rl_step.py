@@ -9,12 +9,15 @@ other line with the trainer and cannot drift from it:
 - every row's prompt in its own forward (today: each micro-batch's distinct prompts once,
   `share_prompts=True`, arena/lm/logprobs.py);
 - HF's "sdpa" attention, which copies each key/value head per query head under a mask (today:
-  "sdpa_gqa", arena/lm/attention.py); the models passed in are switched to it.
+  "sdpa_gqa", arena/lm/attention.py); the models passed in are switched to it;
+- the last decoder layer at every position (today: its query, attention and MLP only at the
+  positions whose logits are read, `trim_last_layer=True`, arena/lm/last_positions.py).
 The update itself (`ppo_update`) was not part of that work and is today's.
 """
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from arena.backends.embedded.trainer import fill_logprobs
 from arena.backends.embedded.update import ppo_update
@@ -31,11 +34,11 @@ def reference_step(cfg, po, model, ref_model, optimizer, batch, sort_micro_batch
             m.set_attn_implementation("sdpa")
     t0 = time.perf_counter()
     fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, sort_micro_batches, old_from_sampler=False,
-                  share_prompts=False)
+                  share_prompts=False, trim_last_layer=False)
     adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
     t_lp = time.perf_counter()
     metrics = ppo_update(
-        model, optimizer, po, batch, adv, token_logprobs_and_entropy,
+        model, optimizer, po, batch, adv, partial(token_logprobs_and_entropy, trim_last_layer=False),
         num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
         ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size, sort_micro_batches=sort_micro_batches,
         kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,

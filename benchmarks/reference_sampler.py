@@ -1,14 +1,17 @@
 """The "before" of benchmarks/bench_eval.py and bench_sampler.py: the sampler and eval as they were
 before the eval speed work. Everything that work left alone (the decoders, token choice, the stop
 rule, the bodies of sample_tokens, make_policy and evaluate) is today's arena.lm code, run here
-with the two things the work changed put back, so the reference cannot drift from today's code
+with the three things the work changed put back, so the reference cannot drift from today's code
 in anything else:
 - `sample_tokens` and `evaluate` run under torch.no_grad (today: torch.inference_mode);
 - make_policy's `generate` encodes and decodes one prompt at a time (today: one batched
-  tokenizer call each way): it is handed `OnePromptAtATime(tokenizer)`.
-`make_policy` and `evaluate` are today's functions' code bound to this module's names
-(`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps for
-a recording one), and make_policy calls this module's sample_tokens.
+  tokenizer call each way): it is handed `OnePromptAtATime(tokenizer)`;
+- the prefill runs the last layer at every prompt position (today: its query, attention and MLP
+  at the last one only, `make_decoder(..., trim_prefill=True)`): this module's `make_decoder`.
+`sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
+names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
+for a recording one), make_policy calls this module's sample_tokens, and sample_tokens this
+module's make_decoder.
 The benchmarks run both paths in one process, on the same model and seeds, and check that they
 give the same tokens and wins (tests/embedded/test_sampler_reference.py does too).
 """
@@ -25,6 +28,8 @@ from arena.agent.rollout import rollout  # noqa: F401  (read by the rebound eval
 from arena.config import to_plain  # noqa: F401  (read by the rebound evaluate)
 from arena.envs import eval_seed  # noqa: F401  (read by the rebound evaluate)
 from arena.lm.evaluate import _ENV_CACHE, _eval_envs  # noqa: F401  (one env cache for both paths)
+from arena.lm.decoding import make_decoder as today_make_decoder
+from arena.lm.sampler import DecodeStopped, choose_tokens, left_pad  # noqa: F401  (read by the rebound sample_tokens)
 from arena.lm.sampler import StopStrings as TodayStopStrings
 
 
@@ -71,7 +76,12 @@ def StopStrings(tokenizer, stops):  # noqa: N802  (the name make_policy's code c
     return TodayStopStrings(getattr(tokenizer, "tokenizer", tokenizer), stops)
 
 
-sample_tokens = torch.no_grad()(getattr(today_sampler.sample_tokens, "__wrapped__"))
+def make_decoder(model, batch: int, max_len: int):
+    """Today's decoders, with the prefill's last layer at every position."""
+    return today_make_decoder(model, batch, max_len, trim_prefill=False)
+
+
+sample_tokens = torch.no_grad()(rebound(today_sampler.sample_tokens))
 _make_policy_code = rebound(today_sampler.make_policy)
 
 

@@ -19,21 +19,29 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
+from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
 FAST_MODEL_TYPES = ("qwen3", "qwen2", "llama")
 PREFILL_ROWS = 32  # rows per prefill chunk (bounds the [rows, 1, P, P] mask and activations)
 
 
-def make_decoder(model, batch: int, max_len: int):
-    """The fast decoder when the model's architecture allows it, else the generic one."""
+def make_decoder(model, batch: int, max_len: int, *, trim_prefill: bool = True):
+    """The fast decoder when the model's architecture allows it, else the generic one.
+    `trim_prefill`: the fast decoder's prefill runs the last layer's query, attention and MLP at
+    each prompt's last position only (StaticCacheDecoder.prefill)."""
     config = model.config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"]
     sliding = getattr(config, "use_sliding_window", False)
     full_attention = all(t == "full_attention" for t in layer_types) and not sliding
     if config.model_type in FAST_MODEL_TYPES and full_attention:
-        return StaticCacheDecoder(model, batch, max_len)
+        return StaticCacheDecoder(model, batch, max_len, trim_prefill=trim_prefill)
     return HFCacheDecoder(model)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """HF's rotary embedding (apply_rotary_pos_emb) of one tensor x [B, heads, L, D] with cos, sin
+    [B, L, D]: x cos + rotate_half(x) sin, the same ops in the same order."""
+    return x * cos[:, None] + rotate_half(x) * sin[:, None]  # [B, heads, L, D]
 
 
 def prompt_positions(mask: torch.Tensor) -> torch.Tensor:
@@ -42,8 +50,9 @@ def prompt_positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 class StaticCacheDecoder:
-    def __init__(self, model, batch: int, max_len: int):
+    def __init__(self, model, batch: int, max_len: int, *, trim_prefill: bool = True):
         self.model = model
+        self.trim_prefill = trim_prefill
         self.base = model.model
         cfg = model.config
         self.heads = cfg.num_attention_heads
@@ -62,7 +71,10 @@ class StaticCacheDecoder:
 
         Rows are sorted by length and prefilled in chunks of PREFILL_ROWS, each chunk cut to
         its own longest prompt, so little compute goes to padding. A chunk of width W fills the
-        cache slots P - W .. P - 1; the slots before stay invalid keys."""
+        cache slots P - W .. P - 1; the slots before stay invalid keys. Only the last position's
+        logits are read, so with `trim_prefill` the last layer computes keys and values at every
+        position but its query, attention and MLP at the last one only (as
+        arena/lm/last_positions.py does for training): the same logits up to float rounding."""
         n_rows, n_prompt = ids.shape
         lengths = mask.sum(dim=1)  # [B]
         logits = None
@@ -105,16 +117,22 @@ class StaticCacheDecoder:
         stop = start + n_new
         hidden = self.base.embed_tokens(ids)  # [B, Q, H]
         cos, sin = self.base.rotary_emb(hidden, positions)  # [B, Q, D] each
+        last = len(self.base.layers) - 1
         for i, layer in enumerate(self.base.layers):
-            residual = hidden
             attn = layer.self_attn
             x = layer.input_layernorm(hidden)  # [B, Q, H]
-            q = attn.q_proj(x).view(batch, n_new, self.heads, self.head_dim)  # [B, Q, Hq, D]
             k = attn.k_proj(x).view(batch, n_new, self.kv_heads, self.head_dim)  # [B, Q, Hkv, D]
             v = attn.v_proj(x).view(batch, n_new, self.kv_heads, self.head_dim)  # [B, Q, Hkv, D]
+            if i == last and rows is not None and self.trim_prefill and n_new > 1:
+                # from here on only the last position is read: its query, its mask row, its residual
+                hidden, x, allowed = hidden[:, -1:], x[:, -1:], allowed[:, :, -1:]  # [B, 1, H] x2, [B, 1, 1, Q]
+            n_query = x.shape[1]
+            residual = hidden
+            q = attn.q_proj(x).view(batch, n_query, self.heads, self.head_dim)  # [B, Q', Hq, D]
             if hasattr(attn, "q_norm"):  # Qwen3 normalises each head before RoPE
                 q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # [B, Hq|Hkv, Q, D]
+            q = rope(q.transpose(1, 2), cos[:, -n_query:], sin[:, -n_query:])  # [B, Hq, Q', D]
+            k = rope(k.transpose(1, 2), cos, sin)  # [B, Hkv, Q, D]
             v = v.transpose(1, 2)  # [B, Hkv, Q, D]
             if rows is None:
                 self.keys[i][:, :, start:stop] = k
@@ -124,8 +142,8 @@ class StaticCacheDecoder:
                 self.keys[i][rows, :, start:stop] = k
                 self.values[i][rows, :, start:stop] = v
             out = self._attend(q, k, v, allowed, attn.scaling)
-            hidden = residual + attn.o_proj(out.reshape(batch, n_new, -1))  # [B, Q, H]
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))  # [B, Q, H]
+            hidden = residual + attn.o_proj(out.reshape(batch, n_query, -1))  # [B, Q', H]
+            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))  # [B, Q', H]
         hidden = self.base.norm(hidden[:, -1:])  # [B, 1, H]
         return self.model.lm_head(hidden)  # [B, 1, V]
 

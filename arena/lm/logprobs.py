@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from .decoding import prompt_positions
+from .last_positions import last_logits
 
 # Share prompts only when at most this fraction of the rows' prompts is distinct: near 1 the second
 # pass and the cache copies cost more than the few prompt tokens they save.
@@ -39,26 +40,27 @@ def distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tup
     return first_sorted[order], rank[inverse]  # [U], [N]
 
 
-def response_logits(model, prompt_ids, prompt_mask, response_ids, response_mask, *, share_prompts: bool = False):
+def response_logits(model, prompt_ids, prompt_mask, response_ids, response_mask, *, share_prompts: bool = False,
+                    trim_last_layer: bool = True):
     """Logits [N, T, V] at sequence positions P-1 .. P+T-2 (the ones that predict response tokens
     0 .. T-1), by one pass over prompt ++ response or, with `share_prompts` and enough repeats, by
-    the shared-prompt pass (module docstring)."""
+    the shared-prompt pass (module docstring). `trim_last_layer`: the last layer runs its query,
+    attention and MLP only at the positions whose logits are read (last_positions.py)."""
     n_response = response_ids.shape[1]
     mask = torch.cat([prompt_mask, response_mask], dim=1).long()  # [N, P+T]
     positions = prompt_positions(mask)  # [N, P+T]
     first, source = distinct_prompts(prompt_ids, prompt_mask) if share_prompts else (None, None)
     if first is None or first.shape[0] > SHARE_AT_MOST * prompt_ids.shape[0]:
         ids = torch.cat([prompt_ids, response_ids], dim=1).long()  # [N, P+T]
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=n_response + 1)
-        return out.logits[:, :-1]  # [N, T, V]
+        logits, _ = last_logits(model, ids, mask, positions, n_response + 1, trim=trim_last_layer)  # [N, T+1, V]
+        return logits[:, :-1]  # [N, T, V]
     width = prompt_ids.shape[1]
-    head = model(input_ids=prompt_ids[first].long(), attention_mask=prompt_mask[first].long(),
-                 position_ids=positions[first, :width], use_cache=True, logits_to_keep=1)
-    cache = head.past_key_values  # per layer [U, Hkv, P, D] keys and values
+    head, cache = last_logits(model, prompt_ids[first].long(), prompt_mask[first].long(), positions[first, :width], 1,
+                              use_cache=True, trim=trim_last_layer)  # [U, 1, V]; per layer [U, Hkv, P, D] keys and values
     cache.reorder_cache(source)  # per layer [N, Hkv, P, D]
     tail = model(input_ids=response_ids.long(), attention_mask=mask, position_ids=positions[:, width:],
                  past_key_values=cache, use_cache=True, logits_to_keep=n_response)
-    last_prompt = head.logits[source]  # [N, 1, V]: predicts response token 0
+    last_prompt = head[source]  # [N, 1, V]: predicts response token 0
     return torch.cat([last_prompt, tail.logits[:, :-1]], dim=1)  # [N, T, V]
 
 
@@ -71,6 +73,7 @@ def token_logprobs_and_entropy(
     temperature: float = 1.0,
     *,
     share_prompts: bool = False,
+    trim_last_layer: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp [N, T], entropy [N, T]) of the response tokens.
 
@@ -81,7 +84,8 @@ def token_logprobs_and_entropy(
         logp[n, t]    = log q_t(response_ids[n, t])
         entropy[n, t] = -sum_v q_t(v) log q_t(v)
     Both are 0 where response_mask is 0. `share_prompts`: run each distinct prompt once (module
-    docstring); the result is the same up to float rounding."""
+    docstring); `trim_last_layer`: the last layer only where logits are read (last_positions.py);
+    either way the result is the same up to float rounding."""
     if prompt_ids.shape != prompt_mask.shape or response_ids.shape != response_mask.shape:
         raise ValueError(
             f"shape mismatch: prompt_ids {tuple(prompt_ids.shape)} vs prompt_mask {tuple(prompt_mask.shape)}, "
@@ -91,7 +95,7 @@ def token_logprobs_and_entropy(
         raise ValueError(f"need the same N for prompt and response and temperature > 0; got "
                          f"{prompt_ids.shape[0]}, {response_ids.shape[0]}, T={temperature}")
     logits = response_logits(model, prompt_ids, prompt_mask, response_ids, response_mask,
-                             share_prompts=share_prompts).float() / temperature  # [N, T, V]
+                             share_prompts=share_prompts, trim_last_layer=trim_last_layer).float() / temperature  # [N, T, V]
     logq = torch.log_softmax(logits, dim=-1)  # [N, T, V]
     logp = logq.gather(-1, response_ids.long()[..., None])[..., 0]  # [N, T]
     entropy = -(logq.exp() * logq).sum(dim=-1)  # [N, T]

@@ -62,8 +62,10 @@ def _sampled_batch(model, top_p=0.9, seed=0):
 
 
 def _forward_counter(model) -> list:
+    # one entry per pass through the model: every pass embeds its tokens once, whether it runs
+    # the model's own forward or the trimmed last layer (arena/lm/last_positions.py)
     calls = []
-    model.register_forward_hook(lambda *_: calls.append(1))
+    model.get_input_embeddings().register_forward_hook(lambda *_: calls.append(1))
     return calls
 
 

@@ -66,8 +66,10 @@ def _batch(n_rows: int, n_prompts: int, seed: int = 0):
 
 
 def _forward_calls(model):
+    # one entry per pass through the model: every pass embeds its tokens once, whether it runs
+    # the model's own forward or the trimmed last layer (arena/lm/last_positions.py)
     calls = []
-    model.register_forward_hook(lambda *_: calls.append(1))
+    model.get_input_embeddings().register_forward_hook(lambda *_: calls.append(1))
     return calls
 
 

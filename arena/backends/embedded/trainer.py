@@ -75,13 +75,14 @@ def micro_batches_sorted(cfg, po) -> bool:
 
 @torch.no_grad()
 def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False, *,
-                  old_from_sampler: bool = False, share_prompts: bool = True) -> None:
+                  old_from_sampler: bool = False, share_prompts: bool = True, trim_last_layer: bool = True) -> None:
     """old_logp and entropy from the training model; ref_logp from the reference (in place).
     Micro-batches as in the update (micro_batches.py): contiguous, or sorted (sort_keys) and
     trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0).
     With `old_from_sampler` the training model runs no forward: old_logp = sampler_logp * mask
     (old_logp_from_sampler) and entropy is None; only the reference (if any) runs. `share_prompts`:
-    each micro-batch's distinct prompts run once (arena/lm/logprobs.py)."""
+    each micro-batch's distinct prompts run once (arena/lm/logprobs.py); `trim_last_layer`: the last
+    layer only where logits are read (arena/lm/last_positions.py)."""
     model.eval()
     n, width = batch.response_mask.shape
     lengths = sort_keys(batch.prompt_ids, batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
@@ -93,9 +94,11 @@ def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_bat
         args = (m.prompt_ids, m.prompt_mask, m.response_ids, m.response_mask)
         t = m.response_mask.shape[1]  # T'
         if old is not None:
-            old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args, share_prompts=share_prompts)  # [n_u, T'] x2
+            old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args, share_prompts=share_prompts,
+                                                                trim_last_layer=trim_last_layer)  # [n_u, T'] x2
         if ref is not None:
-            ref[u, :t] = token_logprobs_and_entropy(ref_model, *args, share_prompts=share_prompts)[0]  # [n_u, T']
+            ref[u, :t] = token_logprobs_and_entropy(ref_model, *args, share_prompts=share_prompts,
+                                                    trim_last_layer=trim_last_layer)[0]  # [n_u, T']
     if old_from_sampler:
         old = batch.sampler_logp.to(batch.response_mask.dtype) * batch.response_mask  # [N, T]
     batch.old_logp, batch.entropy, batch.ref_logp = old, ent, ref  # [N, T] each (entropy None from the sampler)
