@@ -17,6 +17,7 @@ and ref_logp over masked tokens, max |d| of the parameters after the update, act
 
     python benchmarks/bench_rl_step.py --quick --threads 1 2       # ~2 min
     python benchmarks/bench_rl_step.py --threads 1                 # sokoban/household/shop default + sokoban learn
+    python benchmarks/bench_rl_step.py --case household:default --household-pool committed
 """
 from __future__ import annotations
 
@@ -44,14 +45,16 @@ from arena.lm.sampler import make_policy
 CASES = [("sokoban", "default"), ("household", "default"), ("shop", "default"), ("sokoban", "learn")]
 
 
-def case_overrides(env: str, budget: str, quick: bool, results_dir: str) -> list[str]:
+def case_overrides(env: str, budget: str, quick: bool, results_dir: str, household_pool: str | None = None) -> list[str]:
     overrides = [f"env={env}", f"budget={budget}", "seed=0", f"results_dir={results_dir}", "wandb.enabled=false"]
+    if env == "household" and household_pool:
+        overrides.append(f"env.kwargs.pool={household_pool}")
     return overrides + (["batch_envs=4"] if quick else [])
 
 
-def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: str):
+def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: str, household_pool: str | None = None):
     """(cfg, po, model, batch, rollout seconds, env seconds) for one env x budget."""
-    cfg = load_config(case_overrides(env, budget, quick, results_dir))
+    cfg = load_config(case_overrides(env, budget, quick, results_dir, household_pool))
     t0 = time.perf_counter()
     pairs, _ = collect_demos(cfg, 64 if quick else 200)
     model, tok = fresh_model(cfg, pairs)
@@ -128,6 +131,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--bc-steps", type=int, default=150)
     ap.add_argument("--case", nargs="*", help="env:budget pairs, e.g. sokoban:default shop:default")
     ap.add_argument("--new", nargs="*", default=[], help="config overrides of the new path only, e.g. micro_batch_size=64")
+    ap.add_argument("--household-pool", default=None, choices=("committed", "large"),
+                    help="household's pool (default: the budget's; the large one is generated on first use, ~20 min)")
     args = ap.parse_args(argv)
     cases = [tuple(c.split(":")) for c in args.case] if args.case else (CASES[::2] if args.quick else CASES)
     repeats, bc_steps = (2, 60) if args.quick else (args.repeats, args.bc_steps)
@@ -135,8 +140,8 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for env, budget in cases:
             torch.set_num_threads(1)
-            cfg, po, model, batch, t_roll, t_env = build_case(env, budget, bc_steps, args.quick, tmp)
-            cfg_new = load_config(case_overrides(env, budget, args.quick, tmp) + args.new)
+            cfg, po, model, batch, t_roll, t_env = build_case(env, budget, bc_steps, args.quick, tmp, args.household_pool)
+            cfg_new = load_config(case_overrides(env, budget, args.quick, tmp, args.household_pool) + args.new)
             n, width = batch.response_mask.shape
             print(f"\n== {env} budget={budget}{' new path: ' + ' '.join(args.new) if args.new else ''}: {n} turn-samples, reply width {width}, prompt width "
                   f"{batch.prompt_ids.shape[1]}; rollout {t_roll:.2f}s (env {t_env:.3f}s) at 1 thread")
