@@ -25,15 +25,20 @@ FAST_MODEL_TYPES = ("qwen3", "qwen2", "llama")
 PREFILL_ROWS = 32  # rows per prefill chunk (bounds the [rows, 1, P, P] mask and activations)
 
 
+def runs_layer_by_layer(model) -> bool:
+    """Whether arena may run `model` sub-module by sub-module: a Qwen3/Qwen2/Llama-style model
+    (FAST_MODEL_TYPES) whose every layer has full attention and RoPE."""
+    config = model.config
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    sliding = getattr(config, "use_sliding_window", False)
+    return config.model_type in FAST_MODEL_TYPES and all(t == "full_attention" for t in layer_types) and not sliding
+
+
 def make_decoder(model, batch: int, max_len: int, *, trim_prefill: bool = True):
     """The fast decoder when the model's architecture allows it, else the generic one.
     `trim_prefill`: the fast decoder's prefill runs the last layer's query, attention and MLP at
     each prompt's last position only (StaticCacheDecoder.prefill)."""
-    config = model.config
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    sliding = getattr(config, "use_sliding_window", False)
-    full_attention = all(t == "full_attention" for t in layer_types) and not sliding
-    if config.model_type in FAST_MODEL_TYPES and full_attention:
+    if runs_layer_by_layer(model):
         return StaticCacheDecoder(model, batch, max_len, trim_prefill=trim_prefill)
     return HFCacheDecoder(model)
 

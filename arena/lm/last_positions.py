@@ -25,18 +25,14 @@ from transformers.masking_utils import create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .attention import ATTENTION
-from .decoding import FAST_MODEL_TYPES, rope
+from .decoding import rope, runs_layer_by_layer
 
 BOOLEAN_MASK_ATTENTION = (ATTENTION, "sdpa")
 
 
 def trims(model) -> bool:
     """Whether `last_logits` can run `model`'s last layer on the kept positions only."""
-    config = model.config
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    return (config.model_type in FAST_MODEL_TYPES and all(t == "full_attention" for t in layer_types)
-            and not getattr(config, "use_sliding_window", False)
-            and config._attn_implementation in BOOLEAN_MASK_ATTENTION)
+    return runs_layer_by_layer(model) and model.config._attn_implementation in BOOLEAN_MASK_ATTENTION
 
 
 def last_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, keep: int, *,
