@@ -287,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_environment(ignore=_api_key_envs(rest))
     except BadEnvironment as exc:
         return print_bad_input(verb, exc)
+    from arena.malloc_tuning import tune_malloc
+
+    tune_malloc()  # keep freed memory instead of faulting it in again (arena/malloc_tuning.py)
 
     from arena.runs.run_log import remembered_command
 

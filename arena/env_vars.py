@@ -65,6 +65,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("ARENA_MAX_PARALLEL", SETTING, "an integer >= 1", _int_at_least(1), "cap on jobs at once (local launcher)"),
     EnvVar("ARENA_HEARTBEAT_S", SETTING, "a number in [0.1, 3600]", _number_in(0.1, 3600.0),
            "seconds between a running cell's heartbeats (a holder is live for 3 of them)"),
+    EnvVar("ARENA_MALLOC_TUNING", SETTING, "0 or 1", lambda v: v.strip() in ("0", "1"),
+           "1 (default): keep freed memory instead of faulting it in again (arena/malloc_tuning.py); 0: glibc's defaults"),
     EnvVar("ARENA_VERL_GPUS_PER_NODE", SETTING, "an integer >= 0", _int_at_least(0), "GPUs per node (multi-node script)"),
     EnvVar("ARENA_VERL_NNODES", SETTING, "an integer >= 1", _int_at_least(1), "nodes of a verl run (multi-node script)"),
     EnvVar("ARENA_CRASH_AT", TEST_HOOK, "<point>:<n>, n >= 1 (e.g. summary.json:1)", _crash_spec,

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from arena.malloc_tuning import tune_malloc
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_sampler  # noqa: E402  (benchmarks/ is not a package)
 from kernel_floor import kernel_seconds  # noqa: E402
@@ -124,6 +126,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--household-pool", default=None, choices=("committed", "large"),
                     help="household's pool (default: the budget's)")
     args = ap.parse_args(argv)
+    print(f"glibc malloc tuned as in every arena process: {'yes' if tune_malloc() else 'no'}")  # arena/malloc_tuning.py
     n, repeats = (64, 1) if args.quick else (None, args.repeats)
     results = []
     for env in args.envs:

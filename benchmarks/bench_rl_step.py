@@ -41,6 +41,7 @@ from arena.envs import make
 from arena.envs.base import step_seeds
 from arena.lm.micro_batches import row_lengths
 from arena.lm.sampler import make_policy
+from arena.malloc_tuning import tune_malloc
 
 CASES = [("sokoban", "default"), ("household", "default"), ("shop", "default"), ("sokoban", "learn")]
 
@@ -134,6 +135,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--household-pool", default=None, choices=("committed", "large"),
                     help="household's pool (default: the budget's; the large one is generated on first use, ~20 min)")
     args = ap.parse_args(argv)
+    print(f"glibc malloc tuned as in every arena process: {'yes' if tune_malloc() else 'no'}")  # arena/malloc_tuning.py
     cases = [tuple(c.split(":")) for c in args.case] if args.case else (CASES[::2] if args.quick else CASES)
     repeats, bc_steps = (2, 60) if args.quick else (args.repeats, args.bc_steps)
     ratios: dict[str, float] = {}

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from arena.lm.model import build_model
+from arena.malloc_tuning import tune_malloc
 from arena.lm.sampler import left_pad, sample_tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -99,6 +100,7 @@ def main(argv=None) -> dict:
                     help="torch threads (0: torch's default). 1 by default: on a shared 2-core box, 2 OpenMP "
                          "threads stall whenever another process holds a core, and the timings become noise")
     args = ap.parse_args(argv)
+    tuned = tune_malloc()  # as every arena process (arena/malloc_tuning.py); generate runs under it too
     if args.threads:
         torch.set_num_threads(args.threads)
     setting = dict(size=args.size, vocab=args.vocab, batch=args.batch, min_len=40, max_len=80,
@@ -106,7 +108,7 @@ def main(argv=None) -> dict:
                    group_size=args.group_size)
     if args.quick:
         setting.update(size="tiny", batch=16, min_len=10, max_len=20, new_tokens=8, repeats=2)
-    print(f"setting: {setting}, torch threads {torch.get_num_threads()}")
+    print(f"setting: {setting}, torch threads {torch.get_num_threads()}, glibc malloc tuned: {'yes' if tuned else 'no'}")
     result = run(**setting)
     print(f"ours {result['ours_tok_s']:.0f} tok/s, generate {result['generate_tok_s']:.0f} tok/s, "
           f"ratio ours/generate {result['ratio']:.2f}x (medians; best-of-repeats ratio {result['best_ratio']:.2f}x; "

@@ -17,7 +17,7 @@ from arena.runs.provenance import provenance
 @pytest.mark.parametrize("name, value, valid", [
     ("ARENA_HEARTBEAT_S", "0", "a number in [0.1, 3600]"), ("ARENA_HEARTBEAT_S", "nan", "a number in [0.1, 3600]"),
     ("ARENA_MAX_PARALLEL", "0", "an integer >= 1"), ("ARENA_CRASH_AT", "summary.json", "<point>:<n>"),
-    ("ARENA_GRIDS", "/no/such/dir", "existing directories")])
+    ("ARENA_GRIDS", "/no/such/dir", "existing directories"), ("ARENA_MALLOC_TUNING", "off", "0 or 1")])
 def test_a_bad_value_exits_2_with_the_valid_range(monkeypatch, capsys, name, value, valid):
     monkeypatch.setenv(name, value)
     assert main(["methods"]) == 2

@@ -47,8 +47,12 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
     """Provenance env vars from the driver, and the torch thread count of this job.
 
     torch reads OMP_NUM_THREADS when it is first imported (by the train fn), so the job itself
-    doesn't import torch (~2-3 s); only a torch imported already gets set_num_threads."""
+    doesn't import torch (~2-3 s); only a torch imported already gets set_num_threads. The
+    driver's glibc malloc settings are set again here (arena/malloc_tuning.py), as in every verb."""
+    from arena.malloc_tuning import tune_malloc
+
     os.environ.update(env)
+    tune_malloc()
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)
         os.environ["MKL_NUM_THREADS"] = str(threads)
