@@ -2,19 +2,22 @@
 faulting it in again (docs/testbed.md, "Memory kept, not faulted in again").
 
 Why: with glibc's defaults a block of 128 KiB or more (an activation of a few thousand tokens)
-is its own fresh mapping (mmap), and freed memory at the top of the heap is given back (trim).
-glibc raises both thresholds as it sees larger blocks freed (the mmap threshold to the largest
-such block, the trim threshold to twice that), but the sampler's prefill chunks, the update's
-micro-batches and the eval's turns change shape turn by turn, so new sizes keep arriving above
-the threshold. Each such block comes back as zeroed pages, one minor page fault per 4 KiB page
-on its first touch: 24,000-30,000 faults (~100 MiB) per call of benchmarks/bench_sampler.py's
-batch, 58,000-73,000 per Sokoban eval of 256 rooms (about 2 us each on the CI-kind machine). The settings below keep
+is a fresh mapping (mmap) of its own, and freed memory at the top of the heap goes back to the
+kernel (trim) once it exceeds the trim threshold. glibc raises both thresholds as it sees larger
+blocks freed (the mmap threshold to the largest such block, the trim threshold to twice that: a
+few MiB here), but a sampler call frees its ~24 MiB KV cache and its prefill activations at its
+end, an eval's turns and the update's micro-batches change shape, so memory keeps going back and
+coming in again as zeroed pages, one minor page fault per 4 KiB page on its first touch:
+24,000-30,000 faults (~100 MiB) per call of benchmarks/bench_sampler.py's batch, 58,000-73,000
+per Sokoban eval of 256 rooms (about 2 us each on the CI-kind machine). The settings below keep
 what a process has used:
     M_MMAP_THRESHOLD = 32 MiB   blocks below it come from the heap (32 MiB is the most glibc's own
                                 dynamic threshold may reach on 64-bit; setting it fixes it there)
     M_TRIM_THRESHOLD = 1 GiB    free memory at the heap's top is kept up to 1 GiB
     M_TOP_PAD        = 64 MiB   the heap grows 64 MiB beyond each request
-so a process's heap stays near its peak. The results do not change (the allocator decides where
+so a process's heap stays near its peak. Setting any one of them stops glibc's dynamic
+adjustment of both thresholds, which is why the mmap threshold is set too: the trim threshold
+alone left every block above 128 KiB a fresh mapping (125,000 faults a sampler call). The results do not change (the allocator decides where
 tensors live, not what is computed); the cost is memory held after a peak.
 
 `tune_malloc` runs at the start of every `arena` verb (arena/cli.py) and of every sweep job

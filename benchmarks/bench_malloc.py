@@ -114,7 +114,8 @@ def train_pairs(pairs: int, steps: int, results: Path) -> list[float]:
         for t in (True, False):
             parts = ", ".join(f"{k.removeprefix('perf/').removesuffix('_seconds')} {tot[t][k]:.1f}"
                               for k in (*PERF_KEYS, "eval steps"))
-            print(f"train pair {i} {'tuned  ' if t else 'untuned'}: steps {tot[t]['perf/step_seconds']:.1f} s ({parts}); "
+            side = "tuned  " if t else "untuned"
+            print(f"train pair {i} {side}: steps {tot[t]['perf/step_seconds']:.1f} s ({parts}); "
                   f"{res[t]['faults']} faults; final eval {tot[t]['final eval']}", flush=True)
         same = tot[True]["final eval"] == tot[False]["final eval"]
         print(f"train pair {i}: ratio tuned/untuned {ratio:.3f} (steps' seconds); final eval identical: "
@@ -134,7 +135,8 @@ def main(argv=None) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             out["train"] = train_pairs(args.pairs, args.steps, Path(tmp))
     for name, ratios in out.items():
-        print(f"{name}: ratio tuned/untuned {statistics.median(ratios):.3f} (median of {len(ratios)} pair(s); lower is faster)")
+        print(f"{name}: ratio tuned/untuned {statistics.median(ratios):.3f} "
+              f"(median of {len(ratios)} pair(s); lower is faster)")
     return out
 
 

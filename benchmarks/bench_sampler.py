@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from arena.lm.model import build_model
-from arena.malloc_tuning import tune_malloc
 from arena.lm.sampler import left_pad, sample_tokens
+from arena.malloc_tuning import tune_malloc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_sampler  # noqa: E402  (benchmarks/ is not a package)

@@ -39,7 +39,8 @@ SAMPLER_CALLS = textwrap.dedent("""
 
 def _sampler_faults(switch: str) -> tuple[str, float]:
     env = {**os.environ, "ARENA_MALLOC_TUNING": switch, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", SAMPLER_CALLS], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", SAMPLER_CALLS], env=env, capture_output=True, text=True,
+                         check=True).stdout
     tuned, faults = out.split()
     return tuned, float(faults)
 
