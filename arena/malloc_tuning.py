@@ -8,7 +8,7 @@ blocks freed (the mmap threshold to the largest such block, the trim threshold t
 few MiB here), but a sampler call frees its ~24 MiB KV cache and its prefill activations at its
 end, an eval's turns and the update's micro-batches change shape, so memory keeps going back and
 coming in again as zeroed pages, one minor page fault per 4 KiB page on its first touch:
-24,000-30,000 faults (~100 MiB) per call of benchmarks/bench_sampler.py's batch, 58,000-73,000
+20,000-30,000 faults (~100 MiB) per call of benchmarks/bench_sampler.py's batch, 58,000-73,000
 per Sokoban eval of 256 rooms (about 2 us each on the CI-kind machine). The settings below keep
 what a process has used:
     M_MMAP_THRESHOLD = 32 MiB   blocks below it come from the heap (32 MiB is the most glibc's own

@@ -27,8 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# argv[1]: timed calls. Prints JSON: tuned?, median seconds a call, minor page faults a call (after
+# 2 warm-up calls), the tokens (tests/test_malloc_tuning.py runs it too).
 SAMPLER_CHILD = """
-import json, sys, time
+import json, resource, sys, time
 import torch
 from arena.malloc_tuning import tune_malloc
 from arena.lm.model import build_model
@@ -42,10 +44,13 @@ def call():
     return sample_tokens(model, prompts, temperature=1.0, max_new_tokens=16, generator=torch.Generator().manual_seed(1))
 for _ in range(2):
     call()
-seconds = []
-for _ in range(int(sys.argv[1])):
+seconds, calls = [], int(sys.argv[1])
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(calls):
     start = time.perf_counter(); tokens = call(); seconds.append(time.perf_counter() - start)
-print(json.dumps({"tuned": tuned, "seconds": sorted(seconds)[len(seconds) // 2], "tokens": [t for t, _ in tokens]}))
+faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / calls
+print(json.dumps({"tuned": tuned, "seconds": sorted(seconds)[len(seconds) // 2], "faults_per_call": faults,
+                  "tokens": [t for t, _ in tokens]}))
 """
 PERF_KEYS = ("perf/rollout_seconds", "perf/logprob_seconds", "perf/update_seconds")
 
@@ -82,8 +87,8 @@ def sampler_pairs(pairs: int, calls: int) -> list[float]:
         same = got[True]["tokens"] == got[False]["tokens"]
         ratio = got[True]["seconds"] / got[False]["seconds"]
         ratios.append(ratio)
-        print(f"sampler pair {i}: tuned {got[True]['seconds'] * 1e3:.0f} ms/call ({res[True]['faults']} faults), "
-              f"untuned {got[False]['seconds'] * 1e3:.0f} ms/call ({res[False]['faults']} faults); "
+        print(f"sampler pair {i}: tuned {got[True]['seconds'] * 1e3:.0f} ms/call ({got[True]['faults_per_call']:.0f} "
+              f"faults/call), untuned {got[False]['seconds'] * 1e3:.0f} ms/call ({got[False]['faults_per_call']:.0f}); "
               f"ratio {ratio:.2f}; tokens identical: {'yes' if same else 'NO'}", flush=True)
     return ratios
 

@@ -2,47 +2,28 @@
 turns it off; elsewhere than glibc it does nothing; every verb and every sweep job applies it."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import arena.malloc_tuning as malloc_tuning
 from arena.malloc_tuning import tune_malloc
-
-# The sampler's calls (benchmarks/bench_sampler.py's batch: 128 prompts of 40-80 tokens, 16 new
-# tokens, the "small" model): each allocates its KV cache (8 blocks of 3 MiB) and prefill
-# activations of 1-3 MiB, and frees them all at its end. Prints (tuned?, minor page faults per call
-# after 2 warm-up calls).
-SAMPLER_CALLS = textwrap.dedent("""
-    import resource
-    import torch
-    from arena.malloc_tuning import tune_malloc
-    from arena.lm.model import build_model
-    from arena.lm.sampler import sample_tokens
-    tuned = tune_malloc()
-    model = build_model(1024, size="small", seed=0)
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(3, 1024, (n,), generator=g).tolist() for n in torch.randint(40, 81, (128,), generator=g)]
-    def call():
-        sample_tokens(model, prompts, max_new_tokens=16, generator=torch.Generator().manual_seed(1))
-    for _ in range(2):
-        call()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(3):
-        call()
-    print(tuned, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 3)
-""")
+from tests.benchmark_module import load_benchmark
 
 
-def _sampler_faults(switch: str) -> tuple[str, float]:
+def _sampler_faults(switch: str) -> tuple[bool, float]:
+    """(tuned?, minor page faults a call) of 3 sampler calls after 2 warm-up ones, in a fresh process:
+    benchmarks/bench_malloc.py's child, bench_sampler's batch (128 prompts of 40-80 tokens, 16 new
+    tokens, the "small" model). Each call allocates its KV cache (8 blocks of 3 MiB) and prefill
+    activations of 1-3 MiB, and frees them all at its end."""
     env = {**os.environ, "ARENA_MALLOC_TUNING": switch, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", SAMPLER_CALLS], env=env, capture_output=True, text=True,
-                         check=True).stdout
-    tuned, faults = out.split()
-    return tuned, float(faults)
+    child = load_benchmark("bench_malloc").SAMPLER_CHILD
+    out = json.loads(subprocess.run([sys.executable, "-c", child, "3"], env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+    return out["tuned"], out["faults_per_call"]
 
 
 @pytest.mark.skipif(not malloc_tuning.glibc(), reason="glibc's mallopt only")
@@ -50,13 +31,13 @@ def test_a_tuned_process_faults_its_memory_in_once_and_an_untuned_one_at_every_c
     # Untuned (glibc's defaults): whenever the freed top of the heap is larger than glibc's dynamic
     # trim threshold (twice the largest mmapped block freed so far, a few MiB) it goes back to the
     # kernel, at the end of a call (the 24 MiB cache) and between its prefill chunks, and is faulted
-    # in again, 4 KiB a fault: measured 24,356-29,849 faults (~100 MiB) a call (7 runs, glibc 2.36,
-    # CI-kind machine). Tuned: blocks below 32 MiB
-    # come from the heap and its top is kept below 1 GiB, so a call after the warm-up reuses pages
-    # already mapped: measured 3-240 a call (7 runs). Each bound sits 4x or more from what was seen.
+    # in again, 4 KiB a fault: measured 20,326-30,068 faults (~100 MiB) a call (11 runs, glibc 2.36,
+    # CI-kind machine). Tuned: blocks below 32 MiB come from the heap and its top is kept below
+    # 1 GiB, so a call after the warm-up reuses pages already mapped: measured 3-240 a call (11
+    # runs). Each bound sits 4x or more from what was seen.
     tuned, tuned_faults = _sampler_faults("1")
     untuned, untuned_faults = _sampler_faults("0")
-    assert (tuned, untuned) == ("True", "False")
+    assert (tuned, untuned) == (True, False)
     assert tuned_faults < 1000 < 5000 < untuned_faults, (tuned_faults, untuned_faults)
 
 
