@@ -9,11 +9,16 @@ write well-formed replies so that the batch has realistic lengths), ONE rollout 
 trainer's size, then `--repeats` interleaved timings of
     reference: fill_logprobs (old + entropy forward, ref forward) + ppo_update, contiguous micro-batches
     new:       the trainer's logprobs_and_update (old_logp from the sampler, sorted micro-batches)
-each from a deepcopy of the model and the optimizer. Prints medians, the ratio new/reference
-(lower is faster), the reference's model FLOPs per second of each path as a fraction of this run's
-fp32 matmul peak (bench_train.py's matmul_peak and FLOP formula; the new path's last layer skips
-the positions whose logits are not read, so it can exceed 100%), and the equality check: max |d| of old_logp
-and ref_logp over masked tokens, max |d| of the parameters after the update, actor/* side by side.
+each from a deepcopy of the model and the optimizer. The rollout is timed too, at each thread
+count, interleaved: today's sampler (arena.lm.sampler.make_policy) against the reference sampler
+(benchmarks/reference_sampler.py, the sampler before the speed work), which must draw the same batch
+(same policy seed; prompts and replies compared, log-probs within float rounding). Prints
+medians, the ratio new/reference (lower is faster), the same with each path's own rollout added
+(the issue's RL step: rollout + log-probs + update), the reference's model FLOPs per second of
+each path as a fraction of this run's fp32 matmul peak (bench_train.py's matmul_peak and FLOP
+formula; the new path's last layer skips the positions whose logits are not read, so it can
+exceed 100%), and the equality check: max |d| of old_logp and ref_logp over masked tokens, max
+|d| of the parameters after the update, actor/* side by side.
 
     python benchmarks/bench_rl_step.py --quick --threads 1 2       # ~2 min
     python benchmarks/bench_rl_step.py --threads 1                 # sokoban/household/shop default + sokoban learn
@@ -29,6 +34,7 @@ import time
 
 import torch
 
+import reference_sampler
 from bench_train import matmul_peak, training_flops
 from kernel_floor import kernel_seconds
 from reference_rl_step import reference_step
@@ -54,7 +60,7 @@ def case_overrides(env: str, budget: str, quick: bool, results_dir: str, househo
 
 
 def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: str, household_pool: str | None = None):
-    """(cfg, po, model, batch, rollout seconds, env seconds) for one env x budget."""
+    """(cfg, po, model, batch, rollout seconds, env seconds, tokenizer, envs) for one env x budget."""
     cfg = load_config(case_overrides(env, budget, quick, results_dir, household_pool))
     t0 = time.perf_counter()
     pairs, _ = collect_demos(cfg, 64 if quick else 200)
@@ -62,15 +68,56 @@ def build_case(env: str, budget: str, bc_steps: int, quick: bool, results_dir: s
     print(f"[{env}:{budget}] {len(pairs)} demo turns ({time.perf_counter() - t0:.0f}s); BC {bc_steps} steps", flush=True)
     sft(model, tok, pairs, steps=bc_steps, lr=cfg.bc.lr, batch_size=cfg.bc.batch_size, seed=0, log=lambda *_: None)
     envs = [make(cfg.env.name, **dict(cfg.env.kwargs)) for _ in range(cfg.batch_envs * cfg.group_size)]
-    policy = make_policy(model, tok, temperature=cfg.temperature, top_p=cfg.top_p,
-                         max_new_tokens=cfg.env.max_new_tokens, seed=1)
     print(f"[{env}:{budget}] rollout of {cfg.batch_envs} x {cfg.group_size} episodes", flush=True)
+    batch, t_env, t_roll = rollout_batch(cfg, model, tok, envs, make_policy)
+    if spread_scores(batch):
+        print(f"[{env}:{budget}] no group's scores differ, so every advantage would be 0 and the update's "
+              "gradient rounding noise: trajectory j scores its score + (j mod 3) here, for both paths", flush=True)
+    return cfg, resolve_po(cfg), model, _to_device(batch, torch.device("cpu")), t_roll, t_env, tok, envs
+
+
+def spread_scores(batch) -> bool:
+    """Where every group's trajectories score alike (a short BC often wins no episode), set
+    score += traj_id mod 3 (in place) and return True. Group-relative advantages are then non-zero,
+    so the equality check compares real gradients, not rounding noise that Adam would scale up to
+    steps of the learning rate's size. Both paths get the same batch."""
+    for group in batch.group_id.unique():
+        if batch.score[batch.group_id == group].unique().numel() > 1:
+            return False
+    batch.score = batch.score + (batch.traj_id % 3).to(batch.score.dtype)  # [N]
+    return True
+
+
+def rollout_batch(cfg, model, tok, envs, policy_maker):
+    """(batch, env seconds, seconds) of the benchmark's one rollout: the trainer's first step's
+    seeds, the policy drawing from a generator seeded with 1, so every call draws the same batch."""
+    policy = policy_maker(model, tok, temperature=cfg.temperature, top_p=cfg.top_p,
+                          max_new_tokens=cfg.env.max_new_tokens, seed=1)
     t0 = time.perf_counter()
     batch, stats = rollout(envs, step_seeds(cfg.seed, 1, 0, cfg.batch_envs), cfg.group_size, policy,
                            penalty_coef=cfg.env.penalty_coef, history_length=cfg.env.history_length,
                            pad_id=tok.pad_token_id, template=cfg.model.prompt_template)
-    t_roll = time.perf_counter() - t0
-    return cfg, resolve_po(cfg), model, _to_device(batch, torch.device("cpu")), t_roll, stats["env_seconds"]
+    return batch, stats["env_seconds"], time.perf_counter() - t0
+
+
+def time_rollouts(cfg, model, tok, envs, repeats: int) -> tuple[float, float, str]:
+    """(median seconds of today's rollout, of the reference's, how their batches compare), timed
+    interleaved at the current thread count (one untimed call of each first)."""
+    paths = {"new": make_policy, "reference": reference_sampler.make_policy}
+    batches = {name: rollout_batch(cfg, model, tok, envs, maker)[0] for name, maker in paths.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(repeats):
+        for name, maker in paths.items():
+            seconds[name].append(rollout_batch(cfg, model, tok, envs, maker)[2])
+    new, ref = batches["new"], batches["reference"]
+    same_tokens = all(torch.equal(getattr(new, k), getattr(ref, k)) for k in ("prompt_ids", "response_ids", "response_mask"))
+    if not same_tokens:
+        same = "NOT the same batch"
+    else:
+        d_logp = max_masked_diff(new.sampler_logp, ref.sampler_logp, new.response_mask.float())
+        same = "same prompts and replies, sampler log-probs " + (
+            "bit-identical" if d_logp == 0 else f"within float rounding (max |d| = {d_logp:.2e})")
+    return statistics.median(seconds["new"]), statistics.median(seconds["reference"]), same
 
 
 def run_path(path: str, cfg, po, model, batch, cfg_new=None):
@@ -142,7 +189,8 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for env, budget in cases:
             torch.set_num_threads(1)
-            cfg, po, model, batch, t_roll, t_env = build_case(env, budget, bc_steps, args.quick, tmp, args.household_pool)
+            cfg, po, model, batch, t_roll, t_env, tok, envs = build_case(env, budget, bc_steps, args.quick, tmp,
+                                                                         args.household_pool)
             cfg_new = load_config(case_overrides(env, budget, args.quick, tmp, args.household_pool) + args.new)
             n, width = batch.response_mask.shape
             print(f"\n== {env} budget={budget}{' new path: ' + ' '.join(args.new) if args.new else ''}: {n} turn-samples, reply width {width}, prompt width "
@@ -152,6 +200,7 @@ def main(argv=None) -> dict:
                 torch.set_num_threads(threads)
                 peak = matmul_peak(512 if args.quick else 1024)
                 times = time_case(cfg, po, model, batch, repeats, cfg_new)
+                roll_new, roll_ref, same_batch = time_rollouts(cfg, model, tok, envs, repeats)
                 ref_s = statistics.median(a + b for a, b in times["reference"])
                 ref_lp = statistics.median(a for a, _ in times["reference"])
                 ref_up = statistics.median(b for _, b in times["reference"])
@@ -162,11 +211,14 @@ def main(argv=None) -> dict:
                 # the new path can take no less than its matmuls and attention (forward and backward)
                 floor = kernel_seconds(lambda: run_path("new", cfg, po, model, batch, cfg_new)) / ref_s
                 ratio = new_s / ref_s
-                step_ratio = (t_roll + new_s) / (t_roll + ref_s)
+                # the whole step, each path with its own sampler's rollout: (rollout + log-probs + update)
+                step_ratio = (roll_new + new_s) / (roll_ref + ref_s)
+                ratios[f"{env}:{budget}:{threads}:step"] = step_ratio
                 ratios[f"{env}:{budget}:{threads}"] = ratio
+                print(f"  threads={threads}: rollout {roll_new:.3f}s, reference sampler's {roll_ref:.3f}s ({same_batch})")
                 print(f"  threads={threads}: reference log-probs {ref_lp:.3f}s + update {ref_up:.3f}s = {ref_s:.3f}s; new log-probs {new_lp:.3f}s "
                       f"+ update {new_up:.3f}s = {new_s:.3f}s; ratio new/reference {ratio:.2f} "
-                      f"(with the rollout: {step_ratio:.2f}); the reference's model FLOPs / seconds / peak: reference "
+                      f"(with each path's rollout: {step_ratio:.2f}); the reference's model FLOPs / seconds / peak: reference "
                       f"{100 * flops / ref_s / peak:.1f}%, new {100 * flops / new_s / peak:.1f}% "
                       f"(peak {peak / 1e9:.1f} GFLOP/s; over 100%: the new path skips part of that work); in its matmul and attention kernels alone the new path "
                       f"would be {floor:.2f} of the reference, the lowest ratio reachable without cutting their work")
