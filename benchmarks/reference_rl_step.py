@@ -11,7 +11,9 @@ other line with the trainer and cannot drift from it:
 - HF's "sdpa" attention, which copies each key/value head per query head under a mask (today:
   "sdpa_gqa", arena/lm/attention.py); the models passed in are switched to it;
 - the last decoder layer at every position (today: its query, attention and MLP only at the
-  positions whose logits are read, `trim_last_layer=True`, arena/lm/last_positions.py).
+  positions whose logits are read, `trim_last_layer=True`, arena/lm/last_positions.py);
+- torch's linear layers, MKL's sgemm on the CPU (today: oneDNN's, arena/lm/linear_kernel.py); the
+  models passed in are switched to them.
 The update itself (`ppo_update`) was not part of that work and is today's.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from functools import partial
 
 from arena.backends.embedded.trainer import fill_logprobs
 from arena.backends.embedded.update import ppo_update
+from arena.lm.linear_kernel import set_linear_kernel
 from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.po.compose import compute_advantages
 
@@ -32,6 +35,7 @@ def reference_step(cfg, po, model, ref_model, optimizer, batch, sort_micro_batch
     for m in (model, ref_model):
         if m is not None:
             m.set_attn_implementation("sdpa")
+            set_linear_kernel(m, "torch")
     t0 = time.perf_counter()
     fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, sort_micro_batches, old_from_sampler=False,
                   share_prompts=False, trim_last_layer=False)

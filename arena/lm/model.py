@@ -11,6 +11,10 @@ bit-identical to "sdpa", gradients equal up to float rounding) is the default; H
 "tiny" forward 75 ms (sdpa) vs 82 ms (eager), forward+backward 249 vs 250 ms; "small"
 forward 214 vs 269 ms, forward+backward 842 vs 899 ms. The sampler's fast path always uses
 `F.scaled_dot_product_attention` itself (see decoding.py).
+
+Linear layers: "onednn" (linear_kernel.py: every projection's matmuls on oneDNN, equal to torch's
+up to float rounding, 2-2.5x MKL's float32 rate on the CI kind of machine) is the default; "torch"
+(plain nn.Linear) is also accepted. Like the attention's name, it lives in the loaded model only.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from .attention import ATTENTION
+from .linear_kernel import LINEAR_KERNEL, set_linear_kernel
 
 # Named sizes. Parameter counts are for vocab_size=1024 with tied embeddings.
 SIZES = {
@@ -47,6 +52,7 @@ def build_model(
     eos_token_id: int | None = None,
     tie_word_embeddings: bool = True,
     rope_theta: float = 10000.0,
+    linear_kernel: str = LINEAR_KERNEL,
 ) -> Qwen3ForCausalLM:
     """A fresh fp32 Qwen3ForCausalLM. `size` picks the defaults; any explicit dimension
     overrides it. The weights depend only on the config and `seed` (the global RNG is left
@@ -81,7 +87,7 @@ def build_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)
-    return model.float().eval()
+    return set_linear_kernel(model.float().eval(), linear_kernel)
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -103,7 +109,8 @@ def resolve_device(device: str | torch.device = "cpu") -> torch.device:
     return device
 
 
-def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementation: str = ATTENTION):
+def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementation: str = ATTENTION,
+               linear_kernel: str = LINEAR_KERNEL):
     """(model, tokenizer) from a local HF checkpoint folder; nothing is downloaded. A run folder
     means its final policy (arena.runs.policy.policy_folder; NoPolicy when it has none)."""
     from arena.runs.policy import policy_folder
@@ -115,7 +122,7 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
         path, local_files_only=True, dtype=torch.float32, attn_implementation=attn_implementation
     )
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model.to(resolve_device(device)).eval(), tokenizer
+    return set_linear_kernel(model.to(resolve_device(device)).eval(), linear_kernel), tokenizer
 
 
 def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
