@@ -1,10 +1,13 @@
 """Sampler throughput: arena's `sample_tokens` against `model.generate`, and against the
 sampler kept in benchmarks/reference_sampler.py (the "before" of the speed work).
 
-Same model, same left-padded batch of distinct prompts, same temperature, same number of new
-tokens (no stop token, so every row generates exactly `new_tokens`). The three are timed in
-turn for each repeat (interleaved, so background load hits all alike); the medians are
-compared. The current and the reference sampler draw from generators with the same seed, and
+Same weights, same left-padded batch of distinct prompts, same temperature, same number of new
+tokens (no stop token, so every row generates exactly `new_tokens`). Ours runs the model as arena
+builds it (linear layers on oneDNN, arena/lm/linear_kernel.py); `generate` and the reference run
+its twin with torch's linear layers (reference_sampler.torch_linear_twin), as they did before; ours
+on that twin is timed too ("ours, torch linear"), which splits the sampler's gain from the
+kernel's. The four are timed in turn for each repeat (interleaved, so background load hits all
+alike); the medians are compared. The current and the reference sampler draw from generators with the same seed, and
 the script prints whether their tokens (and log-probs) are identical (log-probs: else their largest
 difference, float rounding from the prefill's trimmed last layer).
 
@@ -36,6 +39,7 @@ from kernel_floor import kernel_seconds  # noqa: E402
 def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_tokens: int, repeats: int,
         temperature: float, attn: str, group_size: int = 1, seed: int = 0) -> dict:
     model = build_model(vocab, size=size, seed=seed, attn_implementation=attn)
+    plain = reference_sampler.torch_linear_twin(model)  # same weights, torch's linear layers
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (batch,), generator=g).tolist()
     prompts = [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
@@ -45,42 +49,46 @@ def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_to
 
     outputs = {}
 
-    def sampler(name, fn):
+    def sampler(name, fn, on=model):
         def call() -> None:
-            out = fn(model, prompts, temperature=temperature, max_new_tokens=new_tokens, pad_token_id=0,
+            out = fn(on, prompts, temperature=temperature, max_new_tokens=new_tokens, pad_token_id=0,
                      generator=torch.Generator().manual_seed(1))
             assert all(len(t) == new_tokens for t, _ in out)
             outputs[name] = out
         return call
 
     ours, reference = sampler("ours", sample_tokens), sampler("reference", reference_sampler.sample_tokens)
+    ours_torch_linear = sampler("ours_torch_linear", sample_tokens, on=plain)
 
     @torch.no_grad()
     def theirs() -> None:
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=temperature > 0,
+        out = plain.generate(input_ids=ids, attention_mask=mask, do_sample=temperature > 0,
                              temperature=temperature or None,
                              top_p=1.0, top_k=None, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                              pad_token_id=0, eos_token_id=None)
         assert out.shape[1] == ids.shape[1] + new_tokens
 
-    ours(), theirs(), reference()  # warm-up
-    rates = {"ours": [], "generate": [], "reference": []}
+    paths = (("ours", ours), ("generate", theirs), ("reference", reference), ("ours_torch_linear", ours_torch_linear))
+    for _, fn in paths:  # warm-up
+        fn()
+    rates = {name: [] for name, _ in paths}
     for r in range(repeats):
-        for name, fn in (("ours", ours), ("generate", theirs), ("reference", reference)):
+        for name, fn in paths:
             start = time.perf_counter()
             fn()
             rates[name].append(n_tokens / (time.perf_counter() - start))
-        print(f"repeat {r}: ours {rates['ours'][-1]:.0f} tok/s, generate {rates['generate'][-1]:.0f} tok/s, "
-              f"reference {rates['reference'][-1]:.0f} tok/s", flush=True)
-    ours_rate, gen_rate, ref_rate = (statistics.median(rates[k]) for k in ("ours", "generate", "reference"))
+        print(f"repeat {r}: " + ", ".join(f"{name} {rates[name][-1]:.0f} tok/s" for name, _ in paths), flush=True)
+    ours_rate, gen_rate, ref_rate, ours_torch_rate = (statistics.median(rates[k]) for k, _ in paths)
     # ours can take no less time than its matmuls and attention take: ratio <= generate's time / that
     ceiling = (n_tokens / gen_rate) / kernel_seconds(ours)
     best_ratio = max(rates["ours"]) / max(rates["generate"])
     return {"ours_tok_s": ours_rate, "generate_tok_s": gen_rate, "ratio": ours_rate / gen_rate,
             "best_ratio": best_ratio, "reference_ratio": ref_rate / gen_rate, "kernel_ceiling": ceiling,
+            "torch_linear_ratio": ours_torch_rate / gen_rate,
             "tokens_identical": [t for t, _ in outputs["ours"]] == [t for t, _ in outputs["reference"]],
             "logp_identical": [lp for _, lp in outputs["ours"]] == [lp for _, lp in outputs["reference"]],
-            # the prefill's trimmed last layer (arena/lm/last_positions.py) rounds differently
+            # the linear layers' kernels and the prefill's trimmed last layer (arena/lm/last_positions.py)
+            # round differently
             "logp_max_diff": max((abs(a - b) for (_, la), (_, lb) in zip(outputs["ours"], outputs["reference"])
                                   for a, b in zip(la, lb)), default=0.0)}
 
@@ -112,7 +120,8 @@ def main(argv=None) -> dict:
     result = run(**setting)
     print(f"ours {result['ours_tok_s']:.0f} tok/s, generate {result['generate_tok_s']:.0f} tok/s, "
           f"ratio ours/generate {result['ratio']:.2f}x (medians; best-of-repeats ratio {result['best_ratio']:.2f}x; "
-          f"reference sampler {result['reference_ratio']:.2f}x); ours in its matmul and attention kernels alone "
+          f"reference sampler {result['reference_ratio']:.2f}x; ours with torch's linear layers "
+          f"{result['torch_linear_ratio']:.2f}x); ours in its matmul and attention kernels alone "
           f"would be {result['kernel_ceiling']:.2f}x, the most this ratio can reach without cutting their work")
     print(f"same seed, ours vs reference: tokens identical: {'yes' if result['tokens_identical'] else 'NO'}; "
           f"log-probs identical: {'yes' if result['logp_identical'] else 'no, max |d| = %.2e' % result['logp_max_diff']}")

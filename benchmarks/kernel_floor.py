@@ -26,6 +26,7 @@ KERNELS = (
     "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
     "aten::_scaled_dot_product_attention_math",
+    "mkldnn::_linear_pointwise",  # the model's linear layers on oneDNN (arena/lm/linear_kernel.py)
 )
 REPLAYS = 10  # timed replays of each distinct call (after one untimed)
 
@@ -34,7 +35,7 @@ def _replay_fn(name: str, shapes: tuple, dtypes: tuple, scalars: tuple) -> Optio
     """A no-argument function running the op once on fresh inputs of `shapes`, or None where the
     op is not replayed (the math attention: a composite whose inner matmuls are counted anyway;
     any input of another dtype than float32)."""
-    if name == "aten::_scaled_dot_product_attention_math" or any(d not in ("float", "Scalar", "") for d in dtypes):
+    if name == "aten::_scaled_dot_product_attention_math" or any(d not in ("float", "Scalar", "ScalarList", "") for d in dtypes):
         return None
     tensors = [torch.randn(shape) if dtype == "float" and shape else None for shape, dtype in zip(shapes, dtypes)]
     ops = torch.ops.aten
@@ -46,6 +47,9 @@ def _replay_fn(name: str, shapes: tuple, dtypes: tuple, scalars: tuple) -> Optio
         return lambda: ops.addmm(tensors[0], tensors[1], tensors[2], beta=scalars[3], alpha=scalars[4])
     if name == "aten::baddbmm":
         return lambda: ops.baddbmm(tensors[0], tensors[1], tensors[2], beta=scalars[3], alpha=scalars[4])
+    if name == "mkldnn::_linear_pointwise":  # (input, weight, bias or None, "none", [], "")
+        x, w, b = tensors[:3]
+        return lambda: torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
     if name == "aten::_scaled_dot_product_flash_attention_for_cpu":
         q, k, v, _, _, mask, _ = tensors  # mask: an additive float mask or None
         return lambda: ops._scaled_dot_product_flash_attention_for_cpu(

@@ -7,16 +7,20 @@ in anything else:
 - make_policy's `generate` encodes and decodes one prompt at a time (today: one batched
   tokenizer call each way): it is handed `OnePromptAtATime(tokenizer)`;
 - the prefill runs the last layer at every prompt position (today: its query, attention and MLP
-  at the last one only, `make_decoder(..., trim_prefill=True)`): this module's `make_decoder`.
+  at the last one only, `make_decoder(..., trim_prefill=True)`): this module's `make_decoder`;
+- the model's linear layers are torch's, MKL's sgemm on the CPU (today: oneDNN's,
+  arena/lm/linear_kernel.py): this module's `make_decoder` runs a copy of the model switched to them.
 `sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
 names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
 for a recording one), make_policy calls this module's sample_tokens, and sample_tokens this
 module's make_decoder.
 The benchmarks run both paths in one process, on the same model and seeds, and check that they
-give the same tokens and wins (tests/embedded/test_sampler_reference.py does too).
+give the same tokens and wins, log-probs within float rounding (tests/embedded/test_sampler_reference.py
+does too).
 """
 from __future__ import annotations
 
+import copy
 import types
 import weakref
 
@@ -29,6 +33,7 @@ from arena.config import to_plain  # noqa: F401  (read by the rebound evaluate)
 from arena.envs import eval_seed  # noqa: F401  (read by the rebound evaluate)
 from arena.lm.evaluate import _ENV_CACHE, _eval_envs  # noqa: F401  (one env cache for both paths)
 from arena.lm.decoding import make_decoder as today_make_decoder
+from arena.lm.linear_kernel import set_linear_kernel
 from arena.lm.sampler import DecodeStopped, choose_tokens, left_pad  # noqa: F401  (read by the rebound sample_tokens)
 from arena.lm.sampler import StopStrings as TodayStopStrings
 
@@ -76,9 +81,21 @@ def StopStrings(tokenizer, stops):  # noqa: N802  (the name make_policy's code c
     return TodayStopStrings(getattr(tokenizer, "tokenizer", tokenizer), stops)
 
 
+_TWINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def torch_linear_twin(model):
+    """A copy of `model`'s modules whose linear layers are torch's, sharing its parameters and
+    buffers (so it follows every update of the model), made once per model."""
+    if model not in _TWINS:
+        shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
+        _TWINS[model] = set_linear_kernel(copy.deepcopy(model, shared), "torch")
+    return _TWINS[model]
+
+
 def make_decoder(model, batch: int, max_len: int):
-    """Today's decoders, with the prefill's last layer at every position."""
-    return today_make_decoder(model, batch, max_len, trim_prefill=False)
+    """Today's decoders on the model's torch-linear twin, with the prefill's last layer at every position."""
+    return today_make_decoder(torch_linear_twin(model), batch, max_len, trim_prefill=False)
 
 
 sample_tokens = torch.no_grad()(rebound(today_sampler.sample_tokens))

@@ -3,18 +3,23 @@
 Every projection of the model (q, k, v, o, gate, up, down, lm_head) is y = x W^T + b. On the CPU,
 torch's `F.linear` runs MKL's sgemm. On AMD CPUs (the CI kind of machine: an EPYC with AVX-512)
 MKL takes its generic code path, while oneDNN, which torch also ships, picks its kernels by the CPU's
-instruction set. Measured on that machine (1 thread, float32, 12800 rows; docs/design.md, "Linear
-layers on oneDNN"): y = x W^T at 193-235 GFLOP/s against MKL's 72-90, dx = dy W at 214-225 against
+instruction set. Measured on that machine (1 thread, float32, 12800 rows; docs/design.md, "The
+step's log-probs and update"): y = x W^T at 193-235 GFLOP/s against MKL's 72-90, dx = dy W at 214-225 against
 88-95, dW = dy^T x at 110-159 against 88-96. Both accumulate in float32: the results agree up to
 float rounding (their summation orders differ), not bit for bit.
 
 `OneDnnLinear` is an nn.Linear (same parameters, same state dict, saved and loaded as one) whose
-forward runs, on CPU float32 tensors with at least one row,
+forward runs, on CPU float32 tensors, for products of at least ONEDNN_MIN_MACS multiply-adds,
     y  = x W^T + b                  oneDNN, forward
     dx = dy W                       oneDNN (W^T given as the "weight" of a linear)
     dW = dy^T x                     oneDNN (x^T given as the "weight")
     db = sum over rows of dy
-and `F.linear` anywhere else (a GPU, float64, an empty batch, a torch built without oneDNN).
+with x's and dy's rows padded with zeros to `padded_rows` (a few sizes per octave, so that oneDNN's
+per-shape primitives are built once and then found in its cache), and `F.linear` anywhere else
+(small products, a GPU, float64, a torch built without oneDNN). On the RL step's real batches
+(fresh rollouts, so fresh shapes) this made log-probs + update 0.90x of torch's time and the
+rollout 0.95x at one thread; without the padding and the small-product rule it was slower than
+torch's (every new row count a cache miss).
 `set_linear_kernel(model, kernel)` switches every nn.Linear of a model in place; the benchmarks'
 reference paths switch theirs back to "torch".
 """
@@ -25,6 +30,9 @@ import torch.nn.functional as F
 
 LINEAR_KERNEL = "onednn"  # the embedded model's default
 LINEAR_KERNELS = (LINEAR_KERNEL, "torch")
+# products of fewer multiply-adds (M K N) stay on F.linear: oneDNN's per-call cost (~20 us on a cache
+# hit) is more than MKL's whole product there (the sampler's decode steps, the shared-prompt heads)
+ONEDNN_MIN_MACS = 1 << 20
 
 
 def onednn_available() -> bool:
@@ -37,28 +45,55 @@ def _onednn_linear(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     return torch.ops.mkldnn._linear_pointwise(x2, weight, bias, "none", [], "")  # [M, N]
 
 
+def padded_rows(m: int) -> int:
+    """The row count M' >= m that oneDNN runs: m rounded up to a multiple of q = 2^(bits(m) - 4),
+    at least 16, so m / q < 16 and M' - m < q <= m / 8 (at most 12.5% more rows), and all row
+    counts fall on ~8 sizes per octave. oneDNN builds (and JIT-compiles) a primitive for each shape
+    it sees and caches it; the trainer's batches give a new row count at almost every call, and a
+    cache miss cost 0.15-2 ms against a 0.02-0.6 ms product (1 thread), more than the kernel wins."""
+    q = max(16, 1 << max(0, m.bit_length() - 4))
+    return -(-m // q) * q
+
+
+def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """t [m, C] followed by rows - m rows of zeros: [rows, C] (t itself when rows == m)."""
+    if rows == t.shape[0]:
+        return t.contiguous()
+    out = t.new_empty(rows, t.shape[1])  # [rows, C]
+    out[: t.shape[0]].copy_(t)
+    out[t.shape[0]:].zero_()
+    return out
+
+
 class OneDnnLinearFunction(torch.autograd.Function):
-    """y = x W^T + b with its three matmuls on oneDNN (module docstring)."""
+    """y = x W^T + b with its three matmuls on oneDNN, over rows padded with zeros to padded_rows
+    (module docstring). A zero row of x gives a row of y that is sliced off, a zero row of dy a row
+    of dx that is sliced off, and adds exactly 0 to dW = dy^T x."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         x2 = x.reshape(-1, x.shape[-1])  # [M, K]
-        ctx.save_for_backward(x2, weight)
-        ctx.has_bias = bias is not None
-        y2 = _onednn_linear(x2, weight, bias)  # [M, N]
+        m = x2.shape[0]
+        x2p = _pad_rows(x2, padded_rows(m))  # [M', K]
+        ctx.save_for_backward(x2p, weight)
+        ctx.has_bias, ctx.rows = bias is not None, m
+        y2 = _onednn_linear(x2p, weight, bias)[:m]  # [M, N]
         return y2.reshape(*x.shape[:-1], weight.shape[0])  # [..., N]
 
     @staticmethod
     def backward(ctx, grad_y):
-        x2, weight = ctx.saved_tensors  # [M, K], [N, K]
-        g2 = grad_y.reshape(-1, grad_y.shape[-1]).contiguous()  # [M, N]
+        x2p, weight = ctx.saved_tensors  # [M', K], [N, K]
+        m = ctx.rows
+        g2 = grad_y.reshape(-1, grad_y.shape[-1])  # [M, N]
+        g2p = _pad_rows(g2, x2p.shape[0])  # [M', N]
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
             # dx = dy W = dy (W^T)^T: a linear with weight W^T [K, N]
-            grad_x = _onednn_linear(g2, weight.t().contiguous(), None).reshape(*grad_y.shape[:-1], weight.shape[1])  # [..., K]
+            grad_x = _onednn_linear(g2p, weight.t().contiguous(), None)[:m]  # [M, K]
+            grad_x = grad_x.reshape(*grad_y.shape[:-1], weight.shape[1])  # [..., K]
         if ctx.needs_input_grad[1]:
-            # dW = dy^T x = dy^T (x^T)^T: a linear of dy^T [N, M] with weight x^T [K, M]
-            grad_w = _onednn_linear(g2.t(), x2.t(), None)  # [N, K]
+            # dW = dy^T x = dy^T (x^T)^T: a linear of dy^T [N, M'] with weight x^T [K, M']
+            grad_w = _onednn_linear(g2p.t(), x2p.t(), None)  # [N, K]
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = g2.sum(dim=0)  # [N]: db = sum_m dy[m]
         return grad_x, grad_w, grad_b
@@ -69,7 +104,8 @@ class OneDnnLinear(torch.nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        if x.device.type != "cpu" or x.dtype != torch.float32 or w.dtype != torch.float32 or x.numel() == 0:
+        if (x.device.type != "cpu" or x.dtype != torch.float32 or w.dtype != torch.float32
+                or x.numel() * w.shape[0] < ONEDNN_MIN_MACS):
             return F.linear(x, w, self.bias)
         return OneDnnLinearFunction.apply(x, w, self.bias)  # [..., N]
 

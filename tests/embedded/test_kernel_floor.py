@@ -1,6 +1,7 @@
 """benchmarks/kernel_floor.py: the seconds a call spends inside the model's compute kernels."""
 import time
 
+import pytest
 import torch
 
 from tests.benchmark_module import load_benchmark
@@ -71,4 +72,30 @@ def test_kernel_calls_are_replayed_with_their_shapes_and_the_floor_takes_the_sma
     assert (dq.shape, dk.shape, dv.shape) == ((2, 4, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8))
     assert "aten::mm" in replayed  # the weight's gradient
     # the floor counts each call at most at its profiled time, and every call at some time
+    assert 0 < kf.floor_seconds(calls) <= sum(seconds for _, seconds in calls.values())
+
+
+def test_onednn_linear_calls_are_counted_and_replayed(monkeypatch):
+    import arena.lm.linear_kernel as linear_kernel
+    from arena.lm.linear_kernel import OneDnnLinear, onednn_available
+    if not onednn_available():
+        pytest.skip("this torch has no oneDNN")
+    monkeypatch.setattr(linear_kernel, "ONEDNN_MIN_MACS", 0)  # this product is small: oneDNN all the same
+    kf = load_kernel_floor()
+    lin = OneDnnLinear(8, 16)
+    x = torch.randn(5, 8, requires_grad=True)
+
+    def step():
+        lin(x).sum().backward()
+
+    calls = kf.kernel_calls(step)
+    replayed = [kf._replay_fn(name, shapes, dtypes, scalars)() for name, shapes, dtypes, scalars in calls]
+    # by hand (arena/lm/linear_kernel.py): the 5 rows are padded to padded_rows(5) = 16; y = x W^T + b
+    # is a linear of x [16, 8] with W [16, 8] -> [16, 16]; dx = dy W a linear of dy [16, 16] with
+    # W^T [8, 16] -> [16, 8]; dW = dy^T x a linear of dy^T [16, 16] with x^T [8, 16] -> [16, 8]:
+    # three oneDNN calls, nothing else among KERNELS; the last two have the same input shapes
+    # ([16, 16] and [8, 16]), so they are one distinct call counted twice
+    assert {name for name, *_ in calls} == {"mkldnn::_linear_pointwise"}
+    assert sorted(count for count, _ in calls.values()) == [1, 2]
+    assert sorted(out.shape for out in replayed) == [(16, 8), (16, 16)]
     assert 0 < kf.floor_seconds(calls) <= sum(seconds for _, seconds in calls.values())

@@ -192,7 +192,7 @@ def test_policy_adapter_returns_text_ids_and_logp():
 def test_benchmark_quick_smoke(capsys):
     bench = load_benchmark("bench_sampler")
     result = bench.main(["--quick"])
-    for key in ("ours_tok_s", "generate_tok_s", "ratio"):
+    for key in ("ours_tok_s", "generate_tok_s", "ratio", "torch_linear_ratio"):
         assert math.isfinite(result[key]) and result[key] > 0
     assert "ratio ours/generate" in capsys.readouterr().out
 

@@ -54,8 +54,36 @@ def test_sampling_draws_the_reference_tokens_and_logp_from_the_same_seed(bench_e
     new = sample_tokens(model, prompts, generator=torch.Generator().manual_seed(4), **kwargs)
     ref = bench_eval.reference_sampler.sample_tokens(model, prompts, generator=torch.Generator().manual_seed(4),
                                                      **kwargs)
-    assert new == ref  # tokens and log-probs, bit for bit
+    assert [t for t, _ in new] == [t for t, _ in ref]  # the same tokens
+    # log-probs: the same weights through two float32 matmul kernels (the reference keeps torch's
+    # linear layers, arena/lm/linear_kernel.py), so they agree to float rounding (~1e-6 on values of
+    # size <= ~10); a wrong weight, position or token would move them by far more than 1e-5
+    assert max(abs(a - b) for (_, la), (_, lb) in zip(new, ref) for a, b in zip(la, lb)) <= 1e-5
     assert len({len(t) for t, _ in new}) >= 2 or temperature == 0  # rows stopped at different steps
+
+
+def test_the_reference_runs_torch_linear_layers_on_a_twin_sharing_the_weights(bench_eval, monkeypatch):
+    from torch.profiler import profile
+
+    import arena.lm.linear_kernel as linear_kernel
+    from arena.lm.linear_kernel import linear_kernel_of, onednn_available
+    if not onednn_available():
+        pytest.skip("this torch has no oneDNN")
+    monkeypatch.setattr(linear_kernel, "ONEDNN_MIN_MACS", 0)  # this model's products are small: oneDNN all the same
+    tok = build_tokenizer(["map 1\n#_OX#\n<action>up</action>"], vocab_size=270)
+    model = build_model(len(tok), size="tiny", seed=3)
+    twin = bench_eval.reference_sampler.torch_linear_twin(model)
+    assert linear_kernel_of(model) == "onednn" and linear_kernel_of(twin) == "torch"
+    assert twin is bench_eval.reference_sampler.torch_linear_twin(model)  # made once
+    assert all(p is q for p, q in zip(model.parameters(), twin.parameters()))  # follows every update
+    prompts = [tok.encode("map 1\n", add_special_tokens=False)]
+    ops = {}
+    for name, sample in (("new", sample_tokens), ("reference", bench_eval.reference_sampler.sample_tokens)):
+        with profile() as prof:
+            sample(model, prompts, temperature=1.0, max_new_tokens=3, pad_token_id=tok.pad_token_id,
+                   generator=torch.Generator().manual_seed(0))
+        ops[name] = {e.key for e in prof.key_averages()}
+    assert "mkldnn::_linear_pointwise" in ops["new"] and "mkldnn::_linear_pointwise" not in ops["reference"]
 
 
 def test_eval_benchmark_reports_the_equality_check(bench_eval, monkeypatch, sokoban_policy):
