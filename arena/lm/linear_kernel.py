@@ -18,7 +18,7 @@ with x's and dy's rows padded with zeros to `padded_rows` (a few sizes per octav
 per-shape primitives are built once and then found in its cache), and `F.linear` anywhere else
 (small products, a GPU, float64, a torch built without oneDNN). On the RL step's real batches
 (fresh rollouts, so fresh shapes) this made log-probs + update 0.90x of torch's time and the
-rollout 0.95x at one thread; without the padding and the small-product rule it was slower than
+rollout 0.95x at one thread (the sweeps' jobs run one thread each), and equal to torch's at two; without the padding and the small-product rule it was slower than
 torch's (every new row count a cache miss).
 `set_linear_kernel(model, kernel)` switches every nn.Linear of a model in place; the benchmarks'
 reference paths switch theirs back to "torch".
@@ -47,8 +47,8 @@ def _onednn_linear(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
 
 def padded_rows(m: int) -> int:
     """The row count M' >= m that oneDNN runs: m rounded up to a multiple of q = 2^(bits(m) - 4),
-    at least 16, so m / q < 16 and M' - m < q <= m / 8 (at most 12.5% more rows), and all row
-    counts fall on ~8 sizes per octave. oneDNN builds (and JIT-compiles) a primitive for each shape
+    at least 16, so M' - m < q <= max(16, m / 8) (at most 12.5% more rows from 128 rows on), and all
+    row counts fall on ~8 sizes per octave. oneDNN builds (and JIT-compiles) a primitive for each shape
     it sees and caches it; the trainer's batches give a new row count at almost every call, and a
     cache miss cost 0.15-2 ms against a 0.02-0.6 ms product (1 thread), more than the kernel wins."""
     q = max(16, 1 << max(0, m.bit_length() - 4))
