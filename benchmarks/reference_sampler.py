@@ -9,7 +9,8 @@ in anything else:
 - the prefill runs the last layer at every prompt position (today: its query, attention and MLP
   at the last one only, `make_decoder(..., trim_prefill=True)`): this module's `make_decoder`;
 - the model's linear layers are torch's, MKL's sgemm on the CPU (today: oneDNN's,
-  arena/lm/linear_kernel.py): this module's `make_decoder` runs a copy of the model switched to them.
+  arena/lm/linear_kernel.py): this module's `make_decoder` runs a twin of the model (the same
+  weight tensors, `torch_linear_twin`) switched to them.
 `sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
 names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
 for a recording one), make_policy calls this module's sample_tokens, and sample_tokens this
