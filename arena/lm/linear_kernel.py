@@ -16,14 +16,17 @@ forward runs, on CPU float32 tensors, for products of at least ONEDNN_MIN_MACS m
     db = sum over rows of dy
 with x's and dy's rows padded with zeros to `padded_rows` (a few sizes per octave, so that oneDNN's
 per-shape primitives are built once and then found in its cache), and `F.linear` anywhere else
-(small products, a GPU, float64, a torch built without oneDNN). On the RL step's real batches
-(fresh rollouts, so fresh shapes) this made log-probs + update 0.90x of torch's time and the
-rollout 0.95x at one thread (the sweeps' jobs run one thread each), and equal to torch's at two; without the padding and the small-product rule it was slower than
-torch's (every new row count a cache miss).
+(small products, a GPU, float64, a CPU other than x86-64, a torch built without oneDNN). On the RL
+step's real batches (fresh rollouts, so fresh shapes) this made log-probs + update 0.90x of torch's
+time and the rollout 0.95x at one thread (the sweeps' jobs run one thread each), and equal to
+torch's at two; without the padding and the small-product rule it was slower than torch's (every
+new row count a cache miss).
 `set_linear_kernel(model, kernel)` switches every nn.Linear of a model in place; the benchmarks'
 reference paths switch theirs back to "torch".
 """
 from __future__ import annotations
+
+import platform
 
 import torch
 import torch.nn.functional as F
@@ -33,11 +36,15 @@ LINEAR_KERNELS = (LINEAR_KERNEL, "torch")
 # products of fewer multiply-adds (M K N) stay on F.linear: oneDNN's per-call cost (~20 us on a cache
 # hit) is more than MKL's whole product there (the sampler's decode steps, the shared-prompt heads)
 ONEDNN_MIN_MACS = 1 << 20
+X86_64 = ("x86_64", "amd64")  # platform.machine() of an x86-64 CPU (Linux, Windows)
 
 
 def onednn_available() -> bool:
-    """Whether this torch has oneDNN's fused linear op (x86 and most ARM builds do)."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    """Whether this process runs the linear layers on oneDNN: an x86-64 CPU (where oneDNN's kernels were
+    measured; on ARM, e.g. an Apple-silicon laptop, its float32 linear was not) and a torch with
+    oneDNN's fused linear op."""
+    return (platform.machine().lower() in X86_64 and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
 
 def _onednn_linear(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

@@ -99,6 +99,14 @@ def test_small_products_stay_on_torch_and_large_ones_go_to_onednn():
     assert "OneDnnLinear" in type(y.grad_fn).__name__
 
 
+def test_only_x86_64_cpus_get_onednn(monkeypatch):
+    # oneDNN's float32 linear was measured on x86-64 only: an ARM machine (an Apple-silicon laptop)
+    # keeps torch's linear layers whatever its torch ships
+    monkeypatch.setattr(linear_kernel.platform, "machine", lambda: "arm64")
+    assert not onednn_available()
+    assert linear_kernel_of(build_model(40, size="tiny", seed=3)) == "torch"
+
+
 def test_falls_back_to_torch_for_float64_and_empty_batches():
     layer = _layer(torch.randn(4, 3), torch.randn(4)).double()
     x = torch.randn(2, 3, dtype=torch.float64)
