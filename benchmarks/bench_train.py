@@ -25,12 +25,12 @@ import torch
 def matmul_peak(n: int = 1024, repeats: int = 5) -> float:
     """FLOP/s (2 n^3 per product) of the faster float32 n x n matmul this torch has: torch's mm
     (MKL's sgemm on the CPU) or oneDNN's linear, the model's (arena/lm/linear_kernel.py)."""
-    from arena.lm.linear_kernel import onednn_available
+    from arena.lm.linear_kernel import onednn_available, onednn_linear
 
     a, b = torch.randn(n, n), torch.randn(n, n)
     kernels = [lambda: a @ b]
     if onednn_available():
-        kernels.append(lambda: torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], ""))
+        kernels.append(lambda: onednn_linear(a, b, None))
     best = 0.0
     for kernel in kernels:
         kernel()  # warm-up

@@ -47,9 +47,11 @@ def _replay_fn(name: str, shapes: tuple, dtypes: tuple, scalars: tuple) -> Optio
         return lambda: ops.addmm(tensors[0], tensors[1], tensors[2], beta=scalars[3], alpha=scalars[4])
     if name == "aten::baddbmm":
         return lambda: ops.baddbmm(tensors[0], tensors[1], tensors[2], beta=scalars[3], alpha=scalars[4])
-    if name == "mkldnn::_linear_pointwise":  # (input, weight, bias or None, "none", [], "")
+    if name == "mkldnn::_linear_pointwise":  # (input, weight, bias or None, "none", [], ""): onednn_linear's call
+        from arena.lm.linear_kernel import onednn_linear
+
         x, w, b = tensors[:3]
-        return lambda: torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+        return lambda: onednn_linear(x, w, b)
     if name == "aten::_scaled_dot_product_flash_attention_for_cpu":
         q, k, v, _, _, mask, _ = tensors  # mask: an additive float mask or None
         return lambda: ops._scaled_dot_product_flash_attention_for_cpu(

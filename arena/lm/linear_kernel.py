@@ -47,7 +47,7 @@ def onednn_available() -> bool:
             and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
 
-def _onednn_linear(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def onednn_linear(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x2 [M, K], weight [N, K], bias [N] or None -> x2 weight^T + bias [M, N] (oneDNN, float32)."""
     return torch.ops.mkldnn._linear_pointwise(x2, weight, bias, "none", [], "")  # [M, N]
 
@@ -84,7 +84,7 @@ class OneDnnLinearFunction(torch.autograd.Function):
         x2p = _pad_rows(x2, padded_rows(m))  # [M', K]
         ctx.save_for_backward(x2p, weight)
         ctx.has_bias, ctx.rows = bias is not None, m
-        y2 = _onednn_linear(x2p, weight, bias)[:m]  # [M, N]
+        y2 = onednn_linear(x2p, weight, bias)[:m]  # [M, N]
         return y2.reshape(*x.shape[:-1], weight.shape[0])  # [..., N]
 
     @staticmethod
@@ -96,11 +96,11 @@ class OneDnnLinearFunction(torch.autograd.Function):
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
             # dx = dy W = dy (W^T)^T: a linear with weight W^T [K, N]
-            grad_x = _onednn_linear(g2p, weight.t().contiguous(), None)[:m]  # [M, K]
+            grad_x = onednn_linear(g2p, weight.t().contiguous(), None)[:m]  # [M, K]
             grad_x = grad_x.reshape(*grad_y.shape[:-1], weight.shape[1])  # [..., K]
         if ctx.needs_input_grad[1]:
             # dW = dy^T x = dy^T (x^T)^T: a linear of dy^T [N, M'] with weight x^T [K, M']
-            grad_w = _onednn_linear(g2p.t(), x2p.t(), None)  # [N, K]
+            grad_w = onednn_linear(g2p.t(), x2p.t(), None)  # [N, K]
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = g2.sum(dim=0)  # [N]: db = sum_m dy[m]
         return grad_x, grad_w, grad_b
