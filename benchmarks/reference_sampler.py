@@ -1,20 +1,25 @@
 """The "before" of benchmarks/bench_eval.py and bench_sampler.py: the sampler and eval as they were
-before the eval speed work. Everything that work left alone (the decoders, token choice, the stop
-rule, the bodies of sample_tokens, make_policy and evaluate) is today's arena.lm code, run here
-with the three things the work changed put back, so the reference cannot drift from today's code
-in anything else:
+before the eval speed work. Everything that work left alone (token choice, the stop rule, the
+generic decoder, the bodies of sample_tokens, make_policy and evaluate) is today's arena.lm code,
+run here with the things the work changed put back, so the reference cannot drift from today's
+code in anything else:
 - `sample_tokens` and `evaluate` run under torch.no_grad (today: torch.inference_mode);
 - make_policy's `generate` encodes and decodes one prompt at a time (today: one batched
-  tokenizer call each way): it is handed `OnePromptAtATime(tokenizer)`;
+  tokenizer call each way, the encoding through the fast backend's own batch call,
+  arena.lm.tokenizer.encode_texts and decode_rows): it is handed `OnePromptAtATime(tokenizer)`, and
+  this module's `encode_texts` and `decode_rows` call it as transformers' tokenizer is called (the
+  stop rule, StopStrings, is today's, which decodes its tails through the fast backend too);
 - the prefill runs the last layer at every prompt position (today: its query, attention and MLP
   at the last one only, `make_decoder(..., trim_prefill=True)`): this module's `make_decoder`;
+- the decoder runs the model's own modules layer by layer (today: its weights packed,
+  arena/lm/packed_layers.py): benchmarks/reference_decoder.py keeps that decoder as it was;
 - the model's linear layers are torch's, MKL's sgemm on the CPU (today: oneDNN's,
   arena/lm/linear_kernel.py): this module's `make_decoder` runs a twin of the model (the same
   weight tensors, `torch_linear_twin`) switched to them.
 `sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
 names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
-for a recording one), make_policy calls this module's sample_tokens, and sample_tokens this
-module's make_decoder.
+for a recording one), make_policy calls this module's sample_tokens, encode_texts and decode_rows, and sample_tokens
+this module's make_decoder.
 The benchmarks run both paths in one process, on the same model and seeds, and check that they
 give the same tokens and wins, log-probs within float rounding (tests/embedded/test_sampler_reference.py
 does too).
@@ -33,10 +38,12 @@ from arena.agent.rollout import rollout  # noqa: F401  (read by the rebound eval
 from arena.config import to_plain  # noqa: F401  (read by the rebound evaluate)
 from arena.envs import eval_seed  # noqa: F401  (read by the rebound evaluate)
 from arena.lm.evaluate import _ENV_CACHE, _eval_envs  # noqa: F401  (one env cache for both paths)
-from arena.lm.decoding import make_decoder as today_make_decoder
+from arena.lm.decoding import HFCacheDecoder, runs_layer_by_layer
 from arena.lm.linear_kernel import set_linear_kernel
 from arena.lm.sampler import DecodeStopped, choose_tokens, left_pad  # noqa: F401  (read by the rebound sample_tokens)
 from arena.lm.sampler import StopStrings as TodayStopStrings
+
+from reference_decoder import StaticCacheDecoder  # noqa: E402  (benchmarks/ is not a package)
 
 
 def rebound(function):
@@ -77,6 +84,18 @@ class OnePromptAtATime:
         return [self.decode(r, skip_special_tokens=skip_special_tokens) for r in rows]
 
 
+def encode_texts(tokenizer, texts) -> list:
+    """The prompts' ids as make_policy got them before: the tokenizer's own call (today:
+    arena.lm.tokenizer.encode_texts, the fast backend's batch call), here on OnePromptAtATime."""
+    return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+
+
+def decode_rows(tokenizer, rows, *, skip_special_tokens: bool = True) -> list:
+    """The responses' texts as make_policy got them before: the tokenizer's own batch_decode (today:
+    arena.lm.tokenizer.decode_rows, the fast backend's batch call), here on OnePromptAtATime."""
+    return tokenizer.batch_decode(rows, skip_special_tokens=skip_special_tokens)
+
+
 def StopStrings(tokenizer, stops):  # noqa: N802  (the name make_policy's code calls)
     """Today's stop rule on the real tokenizer (the stop rule was not part of the speed work)."""
     return TodayStopStrings(getattr(tokenizer, "tokenizer", tokenizer), stops)
@@ -95,8 +114,12 @@ def torch_linear_twin(model):
 
 
 def make_decoder(model, batch: int, max_len: int):
-    """Today's decoders on the model's torch-linear twin, with the prefill's last layer at every position."""
-    return today_make_decoder(torch_linear_twin(model), batch, max_len, trim_prefill=False)
+    """The decoder before the packing (reference_decoder.py) on the model's torch-linear twin, with the
+    prefill's last layer at every position; today's generic decoder for other architectures."""
+    twin = torch_linear_twin(model)
+    if runs_layer_by_layer(twin):
+        return StaticCacheDecoder(twin, batch, max_len, trim_prefill=False)
+    return HFCacheDecoder(twin)
 
 
 sample_tokens = torch.no_grad()(rebound(today_sampler.sample_tokens))

@@ -3,11 +3,13 @@
 Two decoders share one interface (`prefill`, `step`, `keep`):
 
 - `StaticCacheDecoder`, the fast path for Qwen3/Qwen2/Llama-style models (full attention,
-  RoPE): it runs the model's own sub-modules (norms, projections, MLP, rotary embedding, lm
-  head) layer by layer, but keeps K/V in one preallocated tensor per layer, written in place,
-  and folds the query heads of each KV group into the query axis instead of copying K/V per
-  head. HF's DynamicCache re-concatenates the whole cache and `repeat_kv` copies it at every
-  step; on CPU those copies cost more than the matmuls of a small model.
+  RoPE): it runs the model layer by layer on its weights packed per call (packed_layers.py:
+  one q/k/v product, one gate/up product, q and k normed and rotated together, cos and sin read
+  from one table), with the model's own embedding, final norm and lm head. It keeps K/V in one
+  preallocated tensor per layer, written in place, and folds the query heads of each KV group
+  into the query axis instead of copying K/V per head. HF's DynamicCache re-concatenates the
+  whole cache and `repeat_kv` copies it at every step; on CPU those copies cost more than the
+  matmuls of a small model.
 - `HFCacheDecoder`, the generic path for any other causal LM: `model(...)` with a
   DynamicCache, a 2-D attention mask and explicit position ids.
 
@@ -21,17 +23,24 @@ import torch
 import torch.nn.functional as F
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
+from .packed_layers import PackedLayer, rope_by_roll, rotary_tables
+
 FAST_MODEL_TYPES = ("qwen3", "qwen2", "llama")
-PREFILL_ROWS = 32  # rows per prefill chunk (bounds the [rows, 1, P, P] mask and activations)
+PREFILL_ROWS = 32  # rows per prefill chunk (bounds its activations)
 
 
 def runs_layer_by_layer(model) -> bool:
-    """Whether arena may run `model` sub-module by sub-module: a Qwen3/Qwen2/Llama-style model
-    (FAST_MODEL_TYPES) whose every layer has full attention and RoPE."""
+    """Whether arena may run `model` layer by layer: a Qwen3/Qwen2/Llama-style model
+    (FAST_MODEL_TYPES) whose every layer has full attention, and a RoPE whose angles depend on the
+    position alone (not a "dynamic" or "longrope" one, which rescales with the sequence's length),
+    so one table of cos and sin serves every step."""
     config = model.config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"]
     sliding = getattr(config, "use_sliding_window", False)
-    return config.model_type in FAST_MODEL_TYPES and all(t == "full_attention" for t in layer_types) and not sliding
+    rope_type = str((getattr(config, "rope_parameters", None) or {}).get("rope_type", "default"))
+    static_rope = "dynamic" not in rope_type and rope_type != "longrope"
+    return (config.model_type in FAST_MODEL_TYPES and all(t == "full_attention" for t in layer_types)
+            and not sliding and static_rope)
 
 
 def make_decoder(model, batch: int, max_len: int, *, trim_prefill: bool = True):
@@ -63,109 +72,158 @@ class StaticCacheDecoder:
         self.heads = cfg.num_attention_heads
         self.kv_heads = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        # the weights as they are now, packed (packed_layers.py); a new decoder per sample_tokens call
+        self.layers = [PackedLayer(layer, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim)
+                       for layer in self.base.layers]
+        self.cos, self.signed_sin = rotary_tables(model, max_len)  # [S, D] each
         p = next(model.parameters())
         shape = (batch, self.kv_heads, max_len, self.head_dim)
-        n_layers = len(self.base.layers)
-        self.keys = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in range(n_layers)]  # L x [B, Hkv, S, D]
+        self.keys = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]  # L x [B, Hkv, S, D]
         self.values = [torch.zeros_like(k) for k in self.keys]  # L x [B, Hkv, S, D]
-        self.key_valid = torch.zeros(batch, max_len, dtype=torch.bool, device=p.device)  # [B, S]
+        # additive attention mask of the cached keys: 0 on a real key, -inf elsewhere (one tensor for
+        # every layer and step; SDPA would otherwise turn a boolean mask into this at every call)
+        self.key_bias = torch.full((batch, max_len), float("-inf"), dtype=p.dtype, device=p.device)  # [B, S]
         self.length = 0  # cache slots used so far (same for every row)
+        self.pending = None  # [B] after a prefill: the cache row that holds each prompt's row (keep applies it)
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Logits of the next token after each (left-padded) prompt. ids, mask: [B, P].
 
         Rows are sorted by length and prefilled in chunks of PREFILL_ROWS, each chunk cut to
-        its own longest prompt, so little compute goes to padding. A chunk of width W fills the
-        cache slots P - W .. P - 1; the slots before stay invalid keys. Only the last position's
-        logits are read, so with `trim_prefill` the last layer computes keys and values at every
-        position but its query, attention and MLP at the last one only (as
-        arena/lm/last_positions.py does for training): the same logits up to float rounding."""
+        its own longest prompt W, so little compute goes to padding. Within a chunk the prompts are
+        moved to the left (real tokens first, padding after: `_prefill_chunk`). The chunk fills the
+        cache slots P - W .. P - 1, a prompt of length n the first n of them; every other slot stays
+        an invalid key (key_bias -inf), so decode steps see the same keys at the same positions as
+        one forward pass of the padded sequence. Chunk c goes to the cache rows c * PREFILL_ROWS
+        onwards (sorted order: slices, not scattered rows); `pending` maps each prompt to its cache
+        row, and the next `keep` or `step` puts the rows back in order (a `keep` right after the
+        prefill, as for a group's repeated prompts, costs no extra copy)."""
         n_rows, n_prompt = ids.shape
         lengths = mask.sum(dim=1)  # [B]
+        order = lengths.argsort()  # [B]: the prompts, shortest first
         logits = None
-        for rows in lengths.argsort().split(PREFILL_ROWS):
-            width = int(lengths[rows].max())
-            sub_ids, sub_mask = ids[rows, n_prompt - width :], mask[rows, n_prompt - width :]  # [b, W] each
-            self.key_valid[rows, n_prompt - width : n_prompt] = sub_mask.bool()
-            # Query j attends key k iff k <= j and k is a real token; each position also sees
-            # itself so that padding rows stay finite (their outputs are never used).
-            causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()  # [W, W]
-            itself = torch.eye(width, dtype=torch.bool, device=ids.device)  # [W, W]
-            allowed = (causal & sub_mask.bool()[:, None, :]) | itself  # [b, W, W]
-            out = self._forward(sub_ids, prompt_positions(sub_mask), allowed[:, None],
-                                start=n_prompt - width, rows=rows)  # [b, 1, V]
+        for first in range(0, n_rows, PREFILL_ROWS):
+            rows = order[first : first + PREFILL_ROWS]  # [b]: this chunk's prompts
+            sub_lengths = lengths[rows]  # [b]
+            width = int(sub_lengths.max())
+            # token j of prompt r sits at column P - n_r + j of the left-padded ids (j < n_r); the
+            # columns past a prompt's end repeat its last token (padding: never read, never attended)
+            columns = (n_prompt - sub_lengths)[:, None] + torch.arange(width, device=ids.device)  # [b, W]
+            sub_ids = ids[rows[:, None], columns.clamp(max=n_prompt - 1)]  # [b, W]
+            out = self._prefill_chunk(sub_ids, sub_lengths, start=n_prompt - width,
+                                      rows=slice(first, first + rows.shape[0]))  # [b, V]
             if logits is None:
                 logits = out.new_empty(n_rows, out.shape[-1])  # [B, V]
-            logits[rows] = out[:, -1]
+            logits[rows] = out
         self.length = n_prompt
+        identity = torch.arange(n_rows, device=order.device)  # [B]
+        self.pending = None if torch.equal(order, identity) else order.argsort()  # [B]: cache row of prompt b
         return logits  # [B, V]
+
+    def _prefill_chunk(self, ids: torch.Tensor, lengths: torch.Tensor, *, start: int, rows: slice) -> torch.Tensor:
+        """Next-token logits [b, V] of prompts ids [b, W] (real tokens first: prompt r is ids[r, :n_r],
+        n_r = lengths[r]), writing their K/V into cache rows `rows`, slots start .. start + W - 1.
+        Token j sits at position j, and query j attends keys 0 .. j (SDPA's own causal mask, no mask
+        tensor): for j < n_r those are all real tokens, and the queries past n_r are never read.
+        Only position n_r - 1's logits are read, so with `trim_prefill` the last layer computes keys
+        and values at every position but its query, attention and MLP at that one only (as
+        arena/lm/last_positions.py does for training): the same logits up to float rounding."""
+        batch, width = ids.shape
+        stop = start + width
+        real = torch.arange(width, device=ids.device) < lengths[:, None]  # [b, W]
+        self.key_bias[rows, start:stop].masked_fill_(real, 0.0)
+        read = (torch.arange(batch, device=ids.device), lengths - 1)  # (row, position) of each logit read
+        hidden = self.base.embed_tokens(ids)  # [b, W, H]
+        cos, sin = self.cos[None, None, :width], self.signed_sin[None, None, :width]  # [1, 1, W, D] each
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = F.rms_norm(hidden, (hidden.shape[-1],), *layer.input_norm)  # [b, W, H]
+            if i == last and self.trim_prefill and width > 1:
+                # from here on only position n_r - 1 is read: its query, its residual; it attends to
+                # the prompt's real keys (all of them precede it)
+                q, k, v = layer.project_last_query(x, x[read][:, None])  # [b, 1, Hq, D], [b, W, Hkv, D] x2
+                hidden = hidden[read][:, None]  # [b, 1, H]
+                at = lengths - 1  # [b]
+                q = rope_by_roll(q.transpose(1, 2), self.cos[at][:, None, None],
+                                 self.signed_sin[at][:, None, None])  # [b, Hq, 1, D]
+                k = rope_by_roll(k.transpose(1, 2), cos, sin)  # [b, Hkv, W, D]
+                bias = self.key_bias[rows, None, None, start:stop]  # [b, 1, 1, W]
+            else:
+                qk, v = layer.project(x)  # [b, W, Hq + Hkv, D], [b, W, Hkv, D]
+                qk = rope_by_roll(qk.transpose(1, 2), cos, sin)  # [b, Hq + Hkv, W, D]: q's heads, then k's
+                q, k = qk[:, : self.heads], qk[:, self.heads:]  # [b, Hq, W, D], [b, Hkv, W, D]
+                bias = None  # causal
+            v = v.transpose(1, 2)  # [b, Hkv, W, D]
+            self.keys[i][rows, :, start:stop] = k
+            self.values[i][rows, :, start:stop] = v
+            out = self._attend(q, k, v, bias, layer.scaling)  # [b, Q', Hq, D]
+            hidden = hidden + layer.linear(out.reshape(batch, q.shape[2], -1), layer.o)  # [b, Q', H]
+            hidden = feed_forward(layer, hidden)  # [b, Q', H]
+        if hidden.shape[1] > 1:
+            hidden = hidden[read][:, None]  # [b, 1, H]
+        return self.model.lm_head(self.base.norm(hidden))[:, -1]  # [b, V]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Append one token per row (tokens, positions: [B]); return next-token logits [B, V]."""
+        if self.pending is not None:
+            self.keep(torch.arange(tokens.shape[0], device=tokens.device))
         slot = self.length
-        self.key_valid[:, slot] = True
-        allowed = self.key_valid[:, None, None, : slot + 1]  # [B, 1, 1, S']
+        self.key_bias[:, slot] = 0.0
+        bias = self.key_bias[:, None, None, : slot + 1]  # [B, 1, 1, S']
         self.length += 1
-        return self._forward(tokens[:, None], positions[:, None], allowed, start=slot)[:, -1]  # [B, V]
+        return self._forward(tokens[:, None], positions[:, None], bias, start=slot)[:, -1]  # [B, V]
 
     def keep(self, rows: torch.Tensor) -> None:
-        """Keep the cache rows `rows`, in that order: drops finished rows, or repeats rows."""
+        """Keep the rows `rows` (of the prompts' order), in that order: drops finished rows, or
+        repeats rows."""
+        if self.pending is not None:
+            rows, self.pending = self.pending[rows], None  # [B']: their cache rows
         self.keys = [k[rows] for k in self.keys]  # L x [B', Hkv, S, D]
         self.values = [v[rows] for v in self.values]  # L x [B', Hkv, S, D]
-        self.key_valid = self.key_valid[rows]  # [B', S]
+        self.key_bias = self.key_bias[rows]  # [B', S]
 
-    def _forward(self, ids, positions, allowed, *, start: int, rows=None) -> torch.Tensor:
-        """Run the new tokens ids [b, Q] through the model, writing their K/V into cache slots
-        start .. start+Q-1. Decode (rows None): every row, attending to all cached slots.
-        Prefill (rows given): only those cache rows, attending to the chunk's own keys."""
-        batch, n_new = ids.shape
-        stop = start + n_new
-        hidden = self.base.embed_tokens(ids)  # [B, Q, H]
-        cos, sin = self.base.rotary_emb(hidden, positions)  # [B, Q, D] each
-        last = len(self.base.layers) - 1
-        for i, layer in enumerate(self.base.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(hidden)  # [B, Q, H]
-            k = attn.k_proj(x).view(batch, n_new, self.kv_heads, self.head_dim)  # [B, Q, Hkv, D]
-            v = attn.v_proj(x).view(batch, n_new, self.kv_heads, self.head_dim)  # [B, Q, Hkv, D]
-            if i == last and rows is not None and self.trim_prefill and n_new > 1:
-                # from here on only the last position is read: its query, its mask row, its residual
-                hidden, x, allowed = hidden[:, -1:], x[:, -1:], allowed[:, :, -1:]  # [B, 1, H] x2, [B, 1, 1, Q]
-            n_query = x.shape[1]
-            residual = hidden
-            q = attn.q_proj(x).view(batch, n_query, self.heads, self.head_dim)  # [B, Q', Hq, D]
-            if hasattr(attn, "q_norm"):  # Qwen3 normalises each head before RoPE
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q = rope(q.transpose(1, 2), cos[:, -n_query:], sin[:, -n_query:])  # [B, Hq, Q', D]
-            k = rope(k.transpose(1, 2), cos, sin)  # [B, Hkv, Q, D]
-            v = v.transpose(1, 2)  # [B, Hkv, Q, D]
-            if rows is None:
-                self.keys[i][:, :, start:stop] = k
-                self.values[i][:, :, start:stop] = v
-                k, v = self.keys[i][:, :, :stop], self.values[i][:, :, :stop]  # [B, Hkv, S', D]
-            else:
-                self.keys[i][rows, :, start:stop] = k
-                self.values[i][rows, :, start:stop] = v
-            out = self._attend(q, k, v, allowed, attn.scaling)
-            hidden = residual + attn.o_proj(out.reshape(batch, n_query, -1))  # [B, Q', H]
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))  # [B, Q', H]
-        hidden = self.base.norm(hidden[:, -1:])  # [B, 1, H]
-        return self.model.lm_head(hidden)  # [B, 1, V]
+    def _forward(self, ids, positions, bias, *, start: int) -> torch.Tensor:
+        """Run one new token per row, ids [B, 1] at positions [B, 1], through the model, writing its
+        K/V into cache slot `start`; it attends to all cached slots through bias [B, 1, 1, S'] (the
+        additive mask: 0 may attend, -inf may not, one for all layers). Returns logits [B, 1, V]."""
+        batch = ids.shape[0]
+        stop = start + 1
+        hidden = self.base.embed_tokens(ids)  # [B, 1, H]
+        cos, sin = self.cos[positions][:, None], self.signed_sin[positions][:, None]  # [B, 1, 1, D] each
+        for i, layer in enumerate(self.layers):
+            x = F.rms_norm(hidden, (hidden.shape[-1],), *layer.input_norm)  # [B, 1, H]
+            qk, v = layer.project(x)  # [B, 1, Hq + Hkv, D], [B, 1, Hkv, D]
+            qk = rope_by_roll(qk.transpose(1, 2), cos, sin)  # [B, Hq + Hkv, 1, D]: q's heads, then k's
+            self.keys[i][:, :, start:stop] = qk[:, self.heads:]
+            self.values[i][:, :, start:stop] = v.transpose(1, 2)
+            k, v = self.keys[i][:, :, :stop], self.values[i][:, :, :stop]  # [B, Hkv, S', D]
+            out = self._attend(qk[:, : self.heads], k, v, bias, layer.scaling)  # [B, 1, Hq, D]
+            hidden = hidden + layer.linear(out.reshape(batch, 1, -1), layer.o)  # [B, 1, H]
+            hidden = feed_forward(layer, hidden)  # [B, 1, H]
+        return self.model.lm_head(self.base.norm(hidden))  # [B, 1, V]
 
-    def _attend(self, q, keys, values, allowed, scale) -> torch.Tensor:
-        """softmax(q k^T * scale + mask) v, with G = Hq / Hkv query heads per KV head.
-        q: [B, Hq, Q, D]; keys, values: [B, Hkv, S, D]; returns [B, Q, Hq, D]."""
+    def _attend(self, q, keys, values, bias, scale) -> torch.Tensor:
+        """softmax(q k^T * scale + bias) v, with G = Hq / Hkv query heads per KV head.
+        q: [B, Hq, Q, D]; keys, values: [B, Hkv, S, D]; bias [B, 1, Q, S], or None for the causal
+        mask of Q = S (query j attends keys 0 .. j); returns [B, Q, Hq, D]."""
         batch, _, n_new, dim = q.shape
         group = self.heads // self.kv_heads
         if n_new == 1:
-            # Decode: the G heads of a group become G query rows against the same K/V (no copy).
+            # One query per row: the G heads of a group become G query rows against the same K/V (no copy).
             q = q.reshape(batch, self.kv_heads, group, dim)  # [B, Hkv, G, D]
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale)  # [B, Hkv, G, D]
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)  # [B, Hkv, G, D]
             return out.reshape(batch, 1, self.heads, dim)  # [B, 1, Hq, D]
-        keys = keys.repeat_interleave(group, dim=1)  # [B, Hq, S, D]
-        values = values.repeat_interleave(group, dim=1)  # [B, Hq, S, D]
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale)  # [B, Hq, Q, D]
+        # Prefill: SDPA reads the grouped K/V heads itself (as arena/lm/attention.py); with no mask
+        # tensor its causal kernel skips the key blocks after each query block
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale, is_causal=bias is None,
+                                             enable_gqa=group > 1)  # [B, Hq, Q, D]
         return out.transpose(1, 2)  # [B, Q, Hq, D]
+
+
+def feed_forward(layer: PackedLayer, hidden: torch.Tensor) -> torch.Tensor:
+    """hidden + mlp(post_norm(hidden)) (PackedLayer.feed_forward); a module-level name, so a test can
+    watch how many positions the last layer's MLP runs."""
+    return layer.feed_forward(hidden)
 
 
 class HFCacheDecoder:

@@ -106,15 +106,36 @@ class OneDnnLinearFunction(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
+def runs_on_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """OneDnnLinear's rule: a CPU float32 product of at least ONEDNN_MIN_MACS multiply-adds."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS)
+
+
+def inference_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *,
+                     onednn: bool = True) -> torch.Tensor:
+    """y = x W^T + b [..., N] for x [..., K], weight [N, K], with no autograd record: on oneDNN over
+    padded rows (the forward of OneDnnLinearFunction, bit for bit) when `onednn` and runs_on_onednn,
+    else F.linear. The sampler's packed layers and OneDnnLinear outside autograd call it."""
+    if not (onednn and runs_on_onednn(x, weight)):
+        return F.linear(x, weight, bias)
+    x2 = x.reshape(-1, x.shape[-1])  # [M, K]
+    m = x2.shape[0]
+    y2 = onednn_linear(_pad_rows(x2, padded_rows(m)), weight, bias)[:m]  # [M, N]
+    return y2.reshape(*x.shape[:-1], weight.shape[0])  # [..., N]
+
+
 class OneDnnLinear(torch.nn.Linear):
-    """nn.Linear whose forward runs on oneDNN where it can (module docstring)."""
+    """nn.Linear whose forward runs on oneDNN where it can (module docstring); outside autograd (no
+    gradient wanted) without the autograd function's own cost."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight
-        if (x.device.type != "cpu" or x.dtype != torch.float32 or w.dtype != torch.float32
-                or x.numel() * w.shape[0] < ONEDNN_MIN_MACS):
-            return F.linear(x, w, self.bias)
-        return OneDnnLinearFunction.apply(x, w, self.bias)  # [..., N]
+        w, b = self.weight, self.bias
+        if not runs_on_onednn(x, w):
+            return F.linear(x, w, b)
+        if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
+            return OneDnnLinearFunction.apply(x, w, b)  # [..., N]
+        return inference_linear(x, w, b)  # [..., N]
 
 
 def set_linear_kernel(model: torch.nn.Module, kernel: str = LINEAR_KERNEL) -> torch.nn.Module:

@@ -29,6 +29,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from .decoding import make_decoder
+from .tokenizer import decode_rows, encode_texts
 
 Policy = Callable[[list], list]
 
@@ -129,7 +130,7 @@ class StopStrings:
         if index.numel() == 0:
             return out
         tails = history[index, -self.window :].tolist()  # C lists of <= window ids
-        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        texts = decode_rows(self.tokenizer, tails)
         found = torch.tensor([any(s in text for s in self.stops) for text in texts], device=last.device)  # [C]
         out[index] = found
         return out
@@ -240,12 +241,12 @@ def make_policy(
         if not prompts:
             return []
         # one batched call each way (the same ids and text as per-prompt encode/decode calls)
-        prompt_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        prompt_ids = encode_texts(tokenizer, prompts)
         outputs = sample_tokens(
             model, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
             stop_token_ids=stop_ids, pad_token_id=pad_id or 0, generator=generator, stop_strings=stop_strings,
         )
-        texts = tokenizer.batch_decode([tokens for tokens, _ in outputs], skip_special_tokens=True)
+        texts = decode_rows(tokenizer, [tokens for tokens, _ in outputs])
         return [(text, ids, tokens, logp) for text, ids, (tokens, logp) in zip(texts, prompt_ids, outputs)]
 
     return generate
