@@ -100,7 +100,7 @@ class StaticCacheDecoder:
         prefill, as for a group's repeated prompts, costs no extra copy)."""
         n_rows, n_prompt = ids.shape
         lengths = mask.sum(dim=1)  # [B]
-        order = lengths.argsort()  # [B]: the prompts, shortest first
+        order = lengths.argsort(stable=True)  # [B]: the prompts, shortest first (already sorted: identity)
         logits = None
         for first in range(0, n_rows, PREFILL_ROWS):
             rows = order[first : first + PREFILL_ROWS]  # [b]: this chunk's prompts
