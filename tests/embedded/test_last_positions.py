@@ -127,27 +127,17 @@ def test_the_samplers_prefill_runs_the_last_layer_at_the_last_position_only():
     # same cache (decode steps on top agree too); the trimmed last layer's MLP sees 1 position
     # (the packed layers run their MLP in decoding.feed_forward: watched for the last layer)
     import arena.lm.decoding as decoding
+    from tests.embedded.last_layer_mlp import last_layer_mlp_widths
 
     model = _model()
     ids, mask = _left_padded(5)
-    seen, out = [], []
-    last_layer_weight = model.model.layers[-1].mlp.down_proj.weight
-
-    def watched(layer, hidden):
-        if layer.down[0] is last_layer_weight:
-            seen.append(hidden.shape[1])
-        return layer.feed_forward(hidden)
-
-    saved, decoding.feed_forward = decoding.feed_forward, watched
-    try:
-        with torch.no_grad():
-            for trim in (True, False):
-                decoder = decoding.make_decoder(model, 5, 12, trim_prefill=trim)
-                first = decoder.prefill(ids, mask)  # [5, V]
-                nxt = decoder.step(first.argmax(-1), mask.sum(1))  # [5, V]
-                out.append((first, nxt))
-    finally:
-        decoding.feed_forward = saved
+    out = []
+    with last_layer_mlp_widths(model) as seen, torch.no_grad():
+        for trim in (True, False):
+            decoder = decoding.make_decoder(model, 5, 12, trim_prefill=trim)
+            first = decoder.prefill(ids, mask)  # [5, V]
+            nxt = decoder.step(first.argmax(-1), mask.sum(1))  # [5, V]
+            out.append((first, nxt))
     # one prefill chunk (5 rows <= PREFILL_ROWS) cut to its longest prompt (9), then one decode step
     assert seen == [1, 1, 9, 1]
     (first_t, next_t), (first_f, next_f) = out

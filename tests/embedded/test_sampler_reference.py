@@ -11,6 +11,7 @@ from arena.lm.model import build_model
 from arena.lm.sampler import StopStrings, make_policy, sample_tokens
 from arena.lm.tokenizer import build_tokenizer
 from tests.benchmark_module import load_benchmark
+from tests.embedded.last_layer_mlp import last_layer_mlp_widths
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -118,32 +119,23 @@ def test_the_reference_tokenizes_one_prompt_at_a_time(bench_eval):
     assert [ids for _, ids, _, _ in out] == [tok.encode(p, add_special_tokens=False) for p in ("map 1\n", "map 2\n", "map 3\n")]
 
 
-def test_the_reference_prefills_the_last_layer_at_every_position(bench_eval, monkeypatch):
+def test_the_reference_prefills_the_last_layer_at_every_position(bench_eval):
     # the change the reference puts back in sample_tokens: its prefill's last layer (the MLP's
     # input) covers every prompt position (6 rows of 3-4 tokens: one chunk of width 4); today's
     # covers the last one; each decode step covers 1 in both. Today's packed layers run their MLP
-    # in decoding.feed_forward (watched here); the reference runs the model's MLP module (hooked).
-    import arena.lm.decoding as decoding
-
+    # in decoding.feed_forward (watched); the reference runs the model's MLP module (hooked).
     corpus = [f"map {i}\n<think>x</think><action>up</action>" for i in range(8)]
     tok = build_tokenizer(corpus, vocab_size=280)
     model = build_model(len(tok), size="tiny", seed=3, tie_word_embeddings=False)
     prompts = [tok.encode(f"map {i}\n", add_special_tokens=False) for i in range(6)]
     width = max(len(p) for p in prompts)
-    today, reference = [], []
-    last_layer_weight = model.model.layers[-1].mlp.down_proj.weight
-
-    def watched(layer, hidden):
-        if layer.down[0] is last_layer_weight:
-            today.append(hidden.shape[1])
-        return layer.feed_forward(hidden)
-
-    monkeypatch.setattr(decoding, "feed_forward", watched)
+    reference = []
     hook = model.model.layers[-1].mlp.register_forward_hook(lambda mod, args, out: reference.append(args[0].shape[1]))
     try:
-        sample_tokens(model, prompts, temperature=0, max_new_tokens=2, pad_token_id=tok.pad_token_id)
-        bench_eval.reference_sampler.sample_tokens(model, prompts, temperature=0, max_new_tokens=2,
-                                                   pad_token_id=tok.pad_token_id)
+        with last_layer_mlp_widths(model) as today:
+            sample_tokens(model, prompts, temperature=0, max_new_tokens=2, pad_token_id=tok.pad_token_id)
+            bench_eval.reference_sampler.sample_tokens(model, prompts, temperature=0, max_new_tokens=2,
+                                                       pad_token_id=tok.pad_token_id)
     finally:
         hook.remove()
     assert width > 1 and today == [1, 1] and reference == [width, 1]
