@@ -119,17 +119,29 @@ def test_one_verl_step_equals_the_embedded_step_on_the_same_turns(tmp_path, verl
     assert rows[1]["actor/updates_per_step"] == ours["actor/updates_per_step"] == 2.0
     assert abs(rows[1]["actor/pg_loss"] - ours["actor/pg_loss"]) < 1e-6, (rows[1]["actor/pg_loss"], ours["actor/pg_loss"])
     assert abs(rows[1]["actor/grad_norm"] - ours["actor/grad_norm"]) < 1e-5 * max(1.0, ours["actor/grad_norm"])
-    # parameters after the step: the update moved them by ~lr; the backends differ by rounding
+    # parameters after the step: the update moved them by ~lr; the backends differ by rounding. The two
+    # Adam steps divide each element's first moment by the root of its second; where an element's two
+    # gradients nearly cancel, that quotient turns a rounding-sized difference of the gradients into a
+    # much larger one of the step, on isolated elements. Measured (run r67): in four runs 0-1 element
+    # of a tensor 1.2e-6 to 3.8e-6 apart and every other element within 1e-7; in one CI run one batch
+    # put an element 2.2e-5 apart. So: every element within 1e-6, except at most one in a thousand of
+    # each tensor (one for a smaller tensor). A wrong or missing update of a tensor moves most of its
+    # elements by ~lr (2e-4 here) and fails.
+    # with verl's default bf16 mixed precision (before cpu_platform set float32) the gap was 2.0e-4, the
+    # grad norm 0.3% off
     moved = gap = 0.0
+    far = {}  # parameter -> elements more than 1e-6 apart, where more than its allowance
     for name, param in model.named_parameters():
         theirs = verl_params[name]
         theirs = theirs.to_local() if hasattr(theirs, "to_local") else theirs  # [same shape]
         moved = max(moved, float((param.detach() - bc_params[name]).abs().max()))
-        gap = max(gap, float((param.detach() - theirs).abs().max()))
+        apart = (param.detach() - theirs).abs()  # [same shape]
+        gap = max(gap, float(apart.max()))
+        n_far = int((apart > 1e-6).sum())
+        if n_far > max(1, apart.numel() // 1000):
+            far[name] = n_far
     assert moved > 0.5 * cfg.lr, moved  # Adam's first step moves a weight by ~lr
-    # measured: gap 2.2e-7 (float32 rounding of the summed gradients), moved 1.0e-4; with verl's default
-    # bf16 mixed precision (before cpu_platform set float32) the gap was 2.0e-4, the grad norm 0.3% off
     print(f"[agreement] turn rows {len(verl_turns)}, pad rows {rows[1].get('rollout/pad_rows')}, "
           f"pg_loss {rows[1]['actor/pg_loss']!r} vs {ours['actor/pg_loss']!r}, grad_norm {rows[1]['actor/grad_norm']!r} "
-          f"vs {ours['actor/grad_norm']!r}, weights gap {gap:.3g}, moved {moved:.3g}")
-    assert gap < 1e-5, (gap, moved)
+          f"vs {ours['actor/grad_norm']!r}, largest weight gap {gap:.3g}, moved {moved:.3g}")
+    assert not far, (far, gap, moved)
