@@ -72,6 +72,20 @@ def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
     return out
 
 
+def _padded_rows_of(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(x's rows [M, K] padded with zeros to [padded_rows(M), K], M) for x [..., K]."""
+    x2 = x.reshape(-1, x.shape[-1])  # [M, K]
+    return _pad_rows(x2, padded_rows(x2.shape[0])), x2.shape[0]  # [M', K], M
+
+
+def _product_of_padded(x: torch.Tensor, x2p: torch.Tensor, m: int, weight: torch.Tensor,
+                       bias: torch.Tensor | None) -> torch.Tensor:
+    """y = x W^T + b [..., N] from x's padded rows x2p [M', K] (the first m real): the padded rows'
+    outputs are sliced off."""
+    y2 = onednn_linear(x2p, weight, bias)[:m]  # [M, N]
+    return y2.reshape(*x.shape[:-1], weight.shape[0])  # [..., N]
+
+
 class OneDnnLinearFunction(torch.autograd.Function):
     """y = x W^T + b with its three matmuls on oneDNN, over rows padded with zeros to padded_rows
     (module docstring). A zero row of x gives a row of y that is sliced off, a zero row of dy a row
@@ -79,13 +93,10 @@ class OneDnnLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        x2 = x.reshape(-1, x.shape[-1])  # [M, K]
-        m = x2.shape[0]
-        x2p = _pad_rows(x2, padded_rows(m))  # [M', K]
+        x2p, m = _padded_rows_of(x)  # [M', K]
         ctx.save_for_backward(x2p, weight)
         ctx.has_bias, ctx.rows = bias is not None, m
-        y2 = onednn_linear(x2p, weight, bias)[:m]  # [M, N]
-        return y2.reshape(*x.shape[:-1], weight.shape[0])  # [..., N]
+        return _product_of_padded(x, x2p, m, weight, bias)  # [..., N]
 
     @staticmethod
     def backward(ctx, grad_y):
@@ -119,10 +130,8 @@ def inference_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     else F.linear. The sampler's packed layers and OneDnnLinear outside autograd call it."""
     if not (onednn and runs_on_onednn(x, weight)):
         return F.linear(x, weight, bias)
-    x2 = x.reshape(-1, x.shape[-1])  # [M, K]
-    m = x2.shape[0]
-    y2 = onednn_linear(_pad_rows(x2, padded_rows(m)), weight, bias)[:m]  # [M, N]
-    return y2.reshape(*x.shape[:-1], weight.shape[0])  # [..., N]
+    x2p, m = _padded_rows_of(x)  # [M', K]
+    return _product_of_padded(x, x2p, m, weight, bias)  # [..., N]
 
 
 class OneDnnLinear(torch.nn.Linear):
