@@ -11,8 +11,8 @@ trainer's size, then `--repeats` interleaved timings of
     new:       the trainer's logprobs_and_update (old_logp from the sampler, sorted micro-batches)
 each from a deepcopy of the model and the optimizer. The rollout is timed too, at each thread
 count, interleaved: today's sampler (arena.lm.sampler.make_policy) against the reference sampler
-(benchmarks/reference_sampler.py, the sampler before the speed work), which must draw the same batch
-(same policy seed; prompts and replies compared, log-probs within float rounding). Prints
+(benchmarks/reference_sampler.py, the sampler before the speed work; its TextWorld games restart at
+every reset, arena/envs/textworld_reset.py's `full_resets`), which must draw the same batch (same policy seed; prompts and replies compared, log-probs within float rounding). Prints
 medians, the ratio new/reference (lower is faster), the same with each path's own rollout added
 (the issue's RL step: rollout + log-probs + update), the reference's model FLOPs per second of
 each path as a fraction of this run's fp32 matmul peak (bench_train.py's matmul_peak and FLOP
@@ -27,6 +27,7 @@ exceed 100%), and the equality check: max |d| of old_logp and ref_logp over mask
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import statistics
 import tempfile
@@ -45,6 +46,7 @@ from arena.bc.train import collect_demos, fresh_model, sft
 from arena.config import load_config, resolve_po
 from arena.envs import make
 from arena.envs.base import step_seeds
+from arena.envs.textworld_reset import full_resets
 from arena.lm.micro_batches import row_lengths
 from arena.lm.sampler import make_policy
 from arena.malloc_tuning import tune_malloc
@@ -104,11 +106,16 @@ def time_rollouts(cfg, model, tok, envs, repeats: int) -> tuple[float, float, st
     """(median seconds of today's rollout, of the reference's, how their batches compare), timed
     interleaved at the current thread count (one untimed call of each first)."""
     paths = {"new": make_policy, "reference": reference_sampler.make_policy}
-    batches = {name: rollout_batch(cfg, model, tok, envs, maker)[0] for name, maker in paths.items()}
+    resets = {"new": contextlib.nullcontext, "reference": full_resets}  # the reference restarts TextWorld games
+    batches = {}
+    for name, maker in paths.items():
+        with resets[name]():
+            batches[name] = rollout_batch(cfg, model, tok, envs, maker)[0]
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(repeats):
         for name, maker in paths.items():
-            seconds[name].append(rollout_batch(cfg, model, tok, envs, maker)[2])
+            with resets[name]():
+                seconds[name].append(rollout_batch(cfg, model, tok, envs, maker)[2])
     new, ref = batches["new"], batches["reference"]
     same_tokens = all(torch.equal(getattr(new, k), getattr(ref, k)) for k in ("prompt_ids", "response_ids", "response_mask"))
     if not same_tokens:

@@ -15,7 +15,9 @@ code in anything else:
   arena/lm/packed_layers.py): benchmarks/reference_decoder.py keeps that decoder as it was;
 - the model's linear layers are torch's, MKL's sgemm on the CPU (today: oneDNN's,
   arena/lm/linear_kernel.py): this module's `make_decoder` runs a twin of the model (the same
-  weight tensors, `torch_linear_twin`) switched to them.
+  weight tensors, `torch_linear_twin`) switched to them;
+- a TextWorld game (household) restarts at every reset, TextWorld's own reset (today: its start
+  state is set back, arena/envs/textworld_reset.py): `evaluate` runs inside `full_resets()`.
 `sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
 names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
 for a recording one), make_policy calls this module's sample_tokens, encode_texts and decode_rows, and sample_tokens
@@ -36,6 +38,7 @@ import arena.lm.evaluate as today_eval
 import arena.lm.sampler as today_sampler
 from arena.agent.rollout import rollout  # noqa: F401  (read by the rebound evaluate)
 from arena.config import to_plain  # noqa: F401  (read by the rebound evaluate)
+from arena.envs.textworld_reset import full_resets
 from arena.envs import eval_seed  # noqa: F401  (read by the rebound evaluate)
 from arena.lm.evaluate import _ENV_CACHE, _eval_envs  # noqa: F401  (one env cache for both paths)
 from arena.lm.decoding import HFCacheDecoder, runs_layer_by_layer
@@ -131,4 +134,10 @@ def make_policy(model, tokenizer, **kwargs):
     return _make_policy_code(model, OnePromptAtATime.of(tokenizer), **kwargs)
 
 
-evaluate = torch.no_grad()(rebound(today_eval.evaluate))
+_evaluate_code = torch.no_grad()(rebound(today_eval.evaluate))
+
+
+def evaluate(*args, **kwargs):
+    """Today's evaluate (rebound) with TextWorld's full reset of every game."""
+    with full_resets():
+        return _evaluate_code(*args, **kwargs)

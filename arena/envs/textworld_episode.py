@@ -18,6 +18,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
+from .textworld_reset import reset_game
+
 NO_OP_FEEDBACK = "Nothing happens."
 
 # Per-process cache of loaded textworld envs, keyed by game file. Starting one costs ~0.3 s
@@ -92,7 +94,7 @@ class TextWorldEpisode:
 
     # --- episode loop ---------------------------------------------------------------------
     def reset(self, walkthrough: Optional[list[str]] = None) -> tuple[str, dict[str, Any]]:
-        self.state = self.tw_env.reset()
+        self.state = reset_game(self.tw_env)  # the start state set back after the first reset (textworld_reset.py)
         self.turn, self.done, self.won = 0, False, False
         self._plan = list(walkthrough) if walkthrough is not None else None
         self._index_admissible()
