@@ -16,6 +16,8 @@ code in anything else:
 - the model's linear layers are torch's, MKL's sgemm on the CPU (today: oneDNN's,
   arena/lm/linear_kernel.py): this module's `make_decoder` runs a twin of the model (the same
   weight tensors, `torch_linear_twin`) switched to them;
+- the prompts are padded one tensor per prompt (today: one tensor from padded lists): this module's
+  `left_pad`;
 - a TextWorld game (household) restarts at every reset, TextWorld's own reset (today: its start
   state is set back, arena/envs/textworld_reset.py): `evaluate` runs inside `full_resets()`.
 `sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
@@ -43,7 +45,7 @@ from arena.envs import eval_seed  # noqa: F401  (read by the rebound evaluate)
 from arena.lm.evaluate import _ENV_CACHE, _eval_envs  # noqa: F401  (one env cache for both paths)
 from arena.lm.decoding import HFCacheDecoder, runs_layer_by_layer
 from arena.lm.linear_kernel import set_linear_kernel
-from arena.lm.sampler import DecodeStopped, choose_tokens, left_pad  # noqa: F401  (read by the rebound sample_tokens)
+from arena.lm.sampler import DecodeStopped, choose_tokens  # noqa: F401  (read by the rebound sample_tokens)
 from arena.lm.sampler import StopStrings as TodayStopStrings
 
 from reference_decoder import StaticCacheDecoder  # noqa: E402  (benchmarks/ is not a package)
@@ -97,6 +99,18 @@ def decode_rows(tokenizer, rows, *, skip_special_tokens: bool = True) -> list:
     """The responses' texts as make_policy got them before: the tokenizer's own batch_decode (today:
     arena.lm.tokenizer.decode_rows, the fast backend's batch call), here on OnePromptAtATime."""
     return tokenizer.batch_decode(rows, skip_special_tokens=skip_special_tokens)
+
+
+def left_pad(prompts, pad_token_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids [B, P], mask [B, P]) right-aligned, as the sampler built them before: one tensor per
+    prompt, then torch's pad_sequence (today: one tensor from the padded lists)."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("sample_tokens needs a non-empty list of non-empty prompts")
+    rows = [torch.as_tensor(list(p), dtype=torch.long) for p in prompts]
+    ones = [torch.ones(len(p), dtype=torch.long) for p in prompts]
+    ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_token_id, padding_side="left")
+    mask = torch.nn.utils.rnn.pad_sequence(ones, batch_first=True, padding_value=0, padding_side="left")
+    return ids.to(device), mask.to(device)  # [B, P] each
 
 
 def StopStrings(tokenizer, stops):  # noqa: N802  (the name make_policy's code calls)

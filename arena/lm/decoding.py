@@ -137,7 +137,7 @@ class StaticCacheDecoder:
         cos, sin = self.cos[None, None, :width], self.signed_sin[None, None, :width]  # [1, 1, W, D] each
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            x = F.rms_norm(hidden, (hidden.shape[-1],), *layer.input_norm)  # [b, W, H]
+            x = layer.attention_input(hidden)  # [b, W, H]
             if i == last and self.trim_prefill and width > 1:
                 # from here on only position n_r - 1 is read: its query, its residual; it attends to
                 # the prompt's real keys (all of them precede it)
@@ -191,7 +191,7 @@ class StaticCacheDecoder:
         hidden = self.base.embed_tokens(ids)  # [B, 1, H]
         cos, sin = self.cos[positions][:, None], self.signed_sin[positions][:, None]  # [B, 1, 1, D] each
         for i, layer in enumerate(self.layers):
-            x = F.rms_norm(hidden, (hidden.shape[-1],), *layer.input_norm)  # [B, 1, H]
+            x = layer.attention_input(hidden)  # [B, 1, H]
             qk, v = layer.project(x)  # [B, 1, Hq + Hkv, D], [B, 1, Hkv, D]
             qk = rope_by_roll(qk.transpose(1, 2), cos, sin)  # [B, Hq + Hkv, 1, D]: q's heads, then k's
             self.keys[i][:, :, start:stop] = qk[:, self.heads:]

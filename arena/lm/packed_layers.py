@@ -6,9 +6,11 @@ torch calls per step (three projections, two per-head norms, two RoPEs, two MLP 
 module call); on the CPU that Python and per-op cost was most of a decode step of a small model. Here,
 packed once per `sample_tokens` call (the weights change between calls, during training):
 
-    [q | k | v] = x W_qkv^T + b_qkv      W_qkv = [W_q; W_k; W_v]      ((Hq + 2 Hkv) D x H)
-    [g | u]     = x W_gu^T               W_gu  = [W_gate; W_up]       (2 I x H)
+    [q | k | v] = x W_qkv^T + b_qkv      W_qkv = [W_q; W_k; W_v] diag(w_in)     ((Hq + 2 Hkv) D x H)
+    [g | u]     = x W_gu^T               W_gu  = [W_gate; W_up] diag(w_post)    (2 I x H)
     mlp(x)      = (act(g) * u) W_down^T
+    where x is the layer's RMSNorm without its weight, x_hat = h / sqrt(mean(h^2) + eps): the norm's
+    weight w goes into the product after it, W (w * x_hat) = (W diag(w)) x_hat, one pass fewer
     Qwen3's per-head norms of q and k: one RMSNorm over the Hq + Hkv heads, times the weights
         [w_qnorm] * Hq ++ [w_knorm] * Hkv                              ((Hq + Hkv) x D)
     RoPE on the q and k heads at once: rope(x) = x cos + rotate_half(x) sin, where
@@ -16,10 +18,11 @@ packed once per `sample_tokens` call (the weights change between calls, during t
     cos and sin of every position once per call, read by position
 
 and the products run on oneDNN without the autograd function (linear_kernel.inference_linear) when the
-model's layers do. Every element is the same sum of the same products as through the modules; a packed
-product may be computed by a different kernel blocking, so the logits agree up to float rounding
-(tests/embedded/test_packed_layers.py). RMSNorm is torch's `F.rms_norm`, bit-identical to HF's
-Qwen3RMSNorm in float32; the roll form of RoPE is bit-identical to HF's rotate_half form.
+model's layers do. Every element is the same sum of the same products as through the modules, with each
+norm weight multiplied into W rather than into x_hat; that and a packed product's kernel blocking
+round differently, so the logits agree up to float rounding (tests/embedded/test_packed_layers.py).
+RMSNorm is torch's `F.rms_norm`, bit-identical to HF's Qwen3RMSNorm in float32; the roll form of RoPE
+is bit-identical to HF's rotate_half form.
 """
 from __future__ import annotations
 
@@ -46,11 +49,14 @@ class PackedLayer:
         attn, mlp = layer.self_attn, layer.mlp
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.onednn = isinstance(attn.q_proj, OneDnnLinear)
-        self.input_norm = (layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
-        self.post_norm = (layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon)
-        self.qkv = _weight_and_bias([attn.q_proj, attn.k_proj, attn.v_proj])  # [(Hq + 2 Hkv) D, H], ...
+        input_norm, post_norm = layer.input_layernorm, layer.post_attention_layernorm
+        self.input_eps, self.post_eps = input_norm.variance_epsilon, post_norm.variance_epsilon
+        # each RMSNorm's weight w folded into the product after it: W (w * x_hat) = (W diag(w)) x_hat
+        weight, bias = _weight_and_bias([attn.q_proj, attn.k_proj, attn.v_proj])  # [(Hq + 2 Hkv) D, H], ...
+        self.qkv = (weight * input_norm.weight, bias)  # [(Hq + 2 Hkv) D, H], ...
         self.o = (attn.o_proj.weight, attn.o_proj.bias)  # [H, Hq D], ...
-        self.gate_up = _weight_and_bias([mlp.gate_proj, mlp.up_proj])  # [2 I, H], ...
+        weight, bias = _weight_and_bias([mlp.gate_proj, mlp.up_proj])  # [2 I, H], ...
+        self.gate_up = (weight * post_norm.weight, bias)  # [2 I, H], ...
         self.down = (mlp.down_proj.weight, mlp.down_proj.bias)  # [H, I], ...
         self.act = mlp.act_fn
         self.scaling = attn.scaling
@@ -60,6 +66,11 @@ class PackedLayer:
                                 attn.k_norm.weight.expand(kv_heads, head_dim)])  # [Hq + Hkv, D]
             self.qk_norm = (weight, attn.q_norm.variance_epsilon, attn.k_norm.variance_epsilon)
 
+    def attention_input(self, hidden: torch.Tensor) -> torch.Tensor:
+        """x_hat = hidden / sqrt(mean(hidden^2) + eps) [B, Q, H]: the input norm without its weight,
+        which W_qkv holds (project and project_last_query take x_hat)."""
+        return F.rms_norm(hidden, (hidden.shape[-1],), None, self.input_eps)  # [B, Q, H]
+
     def linear(self, x: torch.Tensor, weight_bias: tuple) -> torch.Tensor:
         return inference_linear(x, *weight_bias, onednn=self.onednn)  # [..., N]
 
@@ -68,7 +79,7 @@ class PackedLayer:
         return F.rms_norm(t, (self.head_dim,), None, eps) * self.qk_norm[0][heads]  # [B, Q, h, D]
 
     def project(self, x: torch.Tensor) -> tuple:
-        """x [B, Q, H] -> (qk [B, Q, Hq + Hkv, D]: q's heads then k's, normed, not yet rotated;
+        """x [B, Q, H] (attention_input's x_hat) -> (qk [B, Q, Hq + Hkv, D]: q's heads then k's, normed, not yet rotated;
         v [B, Q, Hkv, D])."""
         n_q, n_kv, dim = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
         qkv = self.linear(x, self.qkv)  # [B, Q, (Hq + 2 Hkv) D]
@@ -84,7 +95,7 @@ class PackedLayer:
         return qk, v
 
     def project_last_query(self, x: torch.Tensor, x_last: torch.Tensor) -> tuple:
-        """x [B, Q, H], x_last [B, 1, H] (the position whose query is wanted) -> (q [B, 1, Hq, D] of
+        """x [B, Q, H] (x_hat), x_last [B, 1, H] (the position whose query is wanted) -> (q [B, 1, Hq, D] of
         x_last, k [B, Q, Hkv, D], v [B, Q, Hkv, D]); q and k normed, not yet rotated. The products
         read row blocks of the packed weight:
             q = x_last W_q^T + b_q,   [k | v] = x W_kv^T + b_kv."""
@@ -102,7 +113,7 @@ class PackedLayer:
 
     def feed_forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden + mlp(post_norm(hidden)) for hidden [B, Q, H]: mlp(x) = (act(x W_g^T) * x W_u^T) W_down^T."""
-        x = F.rms_norm(hidden, (hidden.shape[-1],), *self.post_norm)  # [B, Q, H]
+        x = F.rms_norm(hidden, (hidden.shape[-1],), None, self.post_eps)  # [B, Q, H]: post_norm's weight is in W_gu
         gate_up = self.linear(x, self.gate_up)  # [B, Q, 2 I]
         half = gate_up.shape[-1] // 2
         return hidden + self.linear(self.act(gate_up[..., :half]) * gate_up[..., half:], self.down)  # [B, Q, H]

@@ -42,10 +42,12 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_token_id: int, device) -> tup
     """(ids [B, P], mask [B, P]) with each prompt right-aligned; mask is 1 on real tokens."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("sample_tokens needs a non-empty list of non-empty prompts")
-    rows = [torch.as_tensor(list(p), dtype=torch.long) for p in prompts]
-    ones = [torch.ones(len(p), dtype=torch.long) for p in prompts]
-    ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_token_id, padding_side="left")
-    mask = torch.nn.utils.rnn.pad_sequence(ones, batch_first=True, padding_value=0, padding_side="left")
+    lengths = [len(p) for p in prompts]
+    width = max(lengths)
+    # one tensor from the padded lists (not one tensor per prompt, then a padding pass)
+    ids = torch.tensor([[pad_token_id] * (width - n) + list(p) for n, p in zip(lengths, prompts)], dtype=torch.long)  # [B, P]
+    starts = width - torch.tensor(lengths, dtype=torch.long)  # [B]: first real column of each row
+    mask = (torch.arange(width) >= starts[:, None]).long()  # [B, P]
     return ids.to(device), mask.to(device)  # [B, P] each
 
 

@@ -39,24 +39,28 @@ def test_packed_projections_norms_and_mlp_equal_the_modules():
     model = _qwen3()
     layer, attn = model.model.layers[0], model.model.layers[0].self_attn
     packed = _packed(model)
-    x = torch.randn(3, 5, model.config.hidden_size)  # [B, Q, H]
+    hidden = torch.randn(3, 5, model.config.hidden_size)  # [B, Q, H]
     hq, hkv, d = packed.heads, packed.kv_heads, packed.head_dim
-    # the modules' path (HF's Qwen3Attention.forward up to RoPE)
+    # the modules' path (HF's decoder layer: input norm, then Qwen3Attention.forward up to RoPE)
+    x = layer.input_layernorm(hidden)  # [B, Q, H]
     q = attn.q_norm(attn.q_proj(x).view(3, 5, hq, d))  # [B, Q, Hq, D]
     k = attn.k_norm(attn.k_proj(x).view(3, 5, hkv, d))  # [B, Q, Hkv, D]
     v = attn.v_proj(x).view(3, 5, hkv, d)  # [B, Q, Hkv, D]
-    qk, v_packed = packed.project(x)  # [B, Q, Hq + Hkv, D], [B, Q, Hkv, D]
+    # the packed path: the norm without its weight (W_qkv holds it)
+    x_hat = packed.attention_input(hidden)  # [B, Q, H]
+    assert torch.allclose(x_hat * layer.input_layernorm.weight, x, rtol=0, atol=0)
+    qk, v_packed = packed.project(x_hat)  # [B, Q, Hq + Hkv, D], [B, Q, Hkv, D]
     assert qk.shape == (3, 5, hq + hkv, d)
     assert torch.allclose(qk[:, :, :hq], q, rtol=0, atol=ATOL) and torch.allclose(qk[:, :, hq:], k, rtol=0, atol=ATOL)
     assert torch.allclose(v_packed, v, rtol=0, atol=ATOL)
     # the last-query form: q of the given position only, k and v of every position
-    q_last, k_all, v_all = packed.project_last_query(x, x[:, -1:])
+    q_last, k_all, v_all = packed.project_last_query(x_hat, x_hat[:, -1:])
     assert q_last.shape == (3, 1, hq, d)
     assert torch.allclose(q_last, q[:, -1:], rtol=0, atol=ATOL) and torch.allclose(k_all, k, rtol=0, atol=ATOL)
     assert torch.allclose(v_all, v, rtol=0, atol=ATOL)
     # hidden + mlp(post_norm(hidden))
-    want = x + layer.mlp(layer.post_attention_layernorm(x))  # [B, Q, H]
-    assert torch.allclose(packed.feed_forward(x), want, rtol=0, atol=ATOL)
+    want = hidden + layer.mlp(layer.post_attention_layernorm(hidden))  # [B, Q, H]
+    assert torch.allclose(packed.feed_forward(hidden), want, rtol=0, atol=ATOL)
 
 
 @torch.no_grad()

@@ -34,6 +34,16 @@ def decoder_kind(request, monkeypatch):
     return request.param
 
 
+def test_left_pad_by_hand():
+    # prompts of lengths 2, 3, 1 -> width 3; row b has 3 - len_b pad columns on the left
+    ids, mask = left_pad([[4, 5], (6, 7, 8), [9]], pad_token_id=1, device="cpu")
+    assert ids.dtype == mask.dtype == torch.long
+    assert ids.tolist() == [[1, 4, 5], [6, 7, 8], [1, 1, 9]]
+    assert mask.tolist() == [[0, 1, 1], [1, 1, 1], [0, 0, 1]]
+    with pytest.raises(ValueError, match="non-empty"):
+        left_pad([[4], []], pad_token_id=0, device="cpu")
+
+
 def right_pad(rows, dtype=torch.long):
     """(values [N, T], mask [N, T]) right-padded with 0."""
     width = max(len(r) for r in rows)
