@@ -157,7 +157,7 @@ class StaticCacheDecoder:
             self.keys[i][rows, :, start:stop] = k
             self.values[i][rows, :, start:stop] = v
             out = self._attend(q, k, v, bias, layer.scaling)  # [b, Q', Hq, D]
-            hidden = hidden + layer.linear(out.reshape(batch, q.shape[2], -1), layer.o)  # [b, Q', H]
+            hidden = layer.linear(out.reshape(batch, q.shape[2], -1), layer.o).add_(hidden)  # [b, Q', H]
             hidden = feed_forward(layer, hidden)  # [b, Q', H]
         if hidden.shape[1] > 1:
             hidden = hidden[read][:, None]  # [b, 1, H]
@@ -198,7 +198,7 @@ class StaticCacheDecoder:
             self.values[i][:, :, start:stop] = v.transpose(1, 2)
             k, v = self.keys[i][:, :, :stop], self.values[i][:, :, :stop]  # [B, Hkv, S', D]
             out = self._attend(qk[:, : self.heads], k, v, bias, layer.scaling)  # [B, 1, Hq, D]
-            hidden = hidden + layer.linear(out.reshape(batch, 1, -1), layer.o)  # [B, 1, H]
+            hidden = layer.linear(out.reshape(batch, 1, -1), layer.o).add_(hidden)  # [B, 1, H]
             hidden = feed_forward(layer, hidden)  # [B, 1, H]
         return self.model.lm_head(self.base.norm(hidden))  # [B, 1, V]
 

@@ -31,6 +31,11 @@ import torch.nn.functional as F
 
 from .linear_kernel import OneDnnLinear, inference_linear
 
+# Elements of the gate/up output [M, 2 I] from which feed_forward runs two products, not one: on the
+# machine of run r68 one product was as fast up to [4096, 512] and 0.76-0.88x slower from [8192, 384]
+# (docs/testbed.md, run r68). Only speed depends on it.
+SPLIT_GATE_UP_AT = 3 << 20
+
 
 def _weight_and_bias(linears: list) -> tuple[torch.Tensor, torch.Tensor | None]:
     """W = [W_1; W_2; ...] [sum N_i, K] and b = [b_1; b_2; ...] (zeros where a layer has none; None
@@ -76,7 +81,7 @@ class PackedLayer:
 
     def _qk_norm(self, t: torch.Tensor, heads: slice, eps: float) -> torch.Tensor:
         """Qwen3's RMSNorm of each head of t [B, Q, h, D] (heads: which of the Hq + Hkv weights)."""
-        return F.rms_norm(t, (self.head_dim,), None, eps) * self.qk_norm[0][heads]  # [B, Q, h, D]
+        return F.rms_norm(t, (self.head_dim,), None, eps).mul_(self.qk_norm[0][heads])  # [B, Q, h, D]
 
     def project(self, x: torch.Tensor) -> tuple:
         """x [B, Q, H] (attention_input's x_hat) -> (qk [B, Q, Hq + Hkv, D]: q's heads then k's, normed, not yet rotated;
@@ -112,11 +117,20 @@ class PackedLayer:
         return q, k, v
 
     def feed_forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden + mlp(post_norm(hidden)) for hidden [B, Q, H]: mlp(x) = (act(x W_g^T) * x W_u^T) W_down^T."""
+        """hidden + mlp(post_norm(hidden)) for hidden [B, Q, H]: mlp(x) = (act(x W_g^T) * x W_u^T) W_down^T.
+        Up to SPLIT_GATE_UP_AT elements of [g | u], one product; above it (a long prefill chunk) two,
+        on W_gu's row blocks, so act and * read contiguous g and u (reading half of a large [M, 2 I]
+        output with stride 2 I cost more than the second product's call; the same numbers)."""
         x = F.rms_norm(hidden, (hidden.shape[-1],), None, self.post_eps)  # [B, Q, H]: post_norm's weight is in W_gu
-        gate_up = self.linear(x, self.gate_up)  # [B, Q, 2 I]
-        half = gate_up.shape[-1] // 2
-        return hidden + self.linear(self.act(gate_up[..., :half]) * gate_up[..., half:], self.down)  # [B, Q, H]
+        weight, bias = self.gate_up
+        half = weight.shape[0] // 2
+        if x.numel() // x.shape[-1] * weight.shape[0] < SPLIT_GATE_UP_AT:
+            gate_up = self.linear(x, self.gate_up)  # [B, Q, 2 I]
+            gate, up = gate_up[..., :half], gate_up[..., half:]  # [B, Q, I] each, strided
+        else:
+            gate = self.linear(x, (weight[:half], None if bias is None else bias[:half]))  # [B, Q, I]
+            up = self.linear(x, (weight[half:], None if bias is None else bias[half:]))  # [B, Q, I]
+        return self.linear(self.act(gate).mul_(up), self.down).add_(hidden)  # [B, Q, H]
 
 
 def rotary_tables(model, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,4 +150,5 @@ def rotary_tables(model, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
 def rope_by_roll(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     """x [B, heads, Q, D] rotated: x cos + roll(x, D/2) signed_sin, cos and signed_sin [B, 1, Q, D]
     (HF's x cos + rotate_half(x) sin, bit for bit: rotate_half(x) = [-x_2 | x_1])."""
-    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin  # [B, heads, Q, D]
+    rolled = x.roll(x.shape[-1] // 2, dims=-1).mul_(signed_sin)  # [B, heads, Q, D]
+    return torch.mul(x, cos).add_(rolled)  # [B, heads, Q, D]: the same two products and sum, in place

@@ -5,7 +5,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
 
-from arena.lm import decoding, sampler
+from arena.lm import decoding, packed_layers, sampler
 from arena.lm.linear_kernel import OneDnnLinear, OneDnnLinearFunction, inference_linear, set_linear_kernel
 from arena.lm.model import build_model
 from arena.lm.packed_layers import PackedLayer, rope_by_roll, rotary_tables
@@ -35,7 +35,7 @@ def _packed(model, index=0) -> PackedLayer:
 
 
 @torch.no_grad()
-def test_packed_projections_norms_and_mlp_equal_the_modules():
+def test_packed_projections_norms_and_mlp_equal_the_modules(monkeypatch):
     model = _qwen3()
     layer, attn = model.model.layers[0], model.model.layers[0].self_attn
     packed = _packed(model)
@@ -60,6 +60,9 @@ def test_packed_projections_norms_and_mlp_equal_the_modules():
     assert torch.allclose(v_all, v, rtol=0, atol=ATOL)
     # hidden + mlp(post_norm(hidden))
     want = hidden + layer.mlp(layer.post_attention_layernorm(hidden))  # [B, Q, H]
+    assert torch.allclose(packed.feed_forward(hidden), want, rtol=0, atol=ATOL)
+    # a chunk past SPLIT_GATE_UP_AT takes two products (3 x 5 rows x 2 I elements > 1)
+    monkeypatch.setattr(packed_layers, "SPLIT_GATE_UP_AT", 1)
     assert torch.allclose(packed.feed_forward(hidden), want, rtol=0, atol=ATOL)
 
 
@@ -94,12 +97,19 @@ def _other_architectures():
     return {"qwen3": _qwen3(), "qwen2": qwen2, "llama": llama}
 
 
+@pytest.mark.parametrize("gate_up", ["one product", "two products"])
 @pytest.mark.parametrize("kernel", ["onednn", "torch"])
-def test_the_fast_decoder_equals_the_generic_one_on_three_architectures(kernel, monkeypatch):
+def test_the_fast_decoder_equals_the_generic_one_on_three_architectures(kernel, gate_up, monkeypatch):
     # ragged prompts given longest first (the prefill sorts them, so its cache rows come back in order)
     # and a repeated prompt (prefilled once, then copied: a keep right after the prefill)
     prompts = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [5, 6, 7], [20, 21], [5, 6, 7], [30, 31, 32, 33], [40]]
-    monkeypatch.setattr(decoding, "PREFILL_ROWS", 2)
+
+    def fast_decoder_settings():
+        monkeypatch.setattr(decoding, "PREFILL_ROWS", 2)
+        if gate_up == "two products":  # every feed_forward call past the threshold (Llama's MLP biases too)
+            monkeypatch.setattr(packed_layers, "SPLIT_GATE_UP_AT", 1)
+
+    fast_decoder_settings()
     for name, model in _other_architectures().items():
         set_linear_kernel(model, kernel)
         assert decoding.runs_layer_by_layer(model), name
@@ -109,7 +119,7 @@ def test_the_fast_decoder_equals_the_generic_one_on_three_architectures(kernel, 
         monkeypatch.setattr(sampler, "make_decoder", lambda m, b, s: decoding.HFCacheDecoder(m))
         generic = run()
         monkeypatch.undo()
-        monkeypatch.setattr(decoding, "PREFILL_ROWS", 2)
+        fast_decoder_settings()
         assert [t for t, _ in fast] == [t for t, _ in generic], name
         assert max(abs(a - b) for (_, la), (_, lb) in zip(fast, generic) for a, b in zip(la, lb)) <= ATOL, name
 
