@@ -21,13 +21,16 @@ every committed household game from both kinds of reset and compares every turn'
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from typing import Any, Iterator
 
 # The layers of textworld.start(path) for a TextWorld-made .z8 game, outermost first.
 RESTORABLE_CHAIN = ("TWInform7", "StateTracking", "Inform7Data", "GameData", "JerichoEnv")
 
+# one snapshot per loaded env; `arena eval --concurrency N` resets N envs from N threads at once
 _SNAPSHOTS: "weakref.WeakKeyDictionary[Any, ResetSnapshot]" = weakref.WeakKeyDictionary()
+_SNAPSHOTS_LOCK = threading.Lock()
 _full_resets = False
 
 
@@ -92,10 +95,13 @@ def reset_game(tw_env):
     layers = wrapper_layers(tw_env)
     if _full_resets or not restorable(layers):
         return tw_env.reset()
-    snapshot = _SNAPSHOTS.get(tw_env)
+    with _SNAPSHOTS_LOCK:
+        snapshot = _SNAPSHOTS.get(tw_env)
     if snapshot is None:
         state = tw_env.reset()
-        _SNAPSHOTS[tw_env] = ResetSnapshot(layers)
+        taken = ResetSnapshot(layers)
+        with _SNAPSHOTS_LOCK:
+            _SNAPSHOTS[tw_env] = taken
         return state
     return snapshot.restore(layers)
 
