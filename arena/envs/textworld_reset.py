@@ -9,8 +9,8 @@ is a function of the game file, so after a loaded env's first real reset `reset_
     each wrapper's attributes the start GameState, tracked infos, GameProgression, move count, ...
 
 and every later reset of that env sets them back: jericho's set_state, then each wrapper's
-attributes, where a GameState, a list or a GameProgression (what a step changes or replaces) is
-a fresh copy, and objects that two attributes shared before share one copy after.
+attributes, where a GameState, a list, dict or set, or a GameProgression (what a step may
+change or replace) is a fresh copy, and objects that two attributes shared before share one copy after.
 
 Only the wrapper chain that `textworld.start` builds for TextWorld's own games is restored
 (`RESTORABLE_CHAIN`); any other env (ALFWorld's wrappers) takes its real reset. Inside
@@ -21,6 +21,7 @@ every committed household game from both kinds of reset and compares every turn'
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import weakref
 from typing import Any, Iterator
@@ -48,8 +49,9 @@ def restorable(layers: list) -> bool:
 
 def _fresh(value: Any, copies: dict[int, Any]) -> Any:
     """A copy of value that a game step may change without touching the snapshot: GameState
-    (a dict) item by item, lists shallowly, GameProgression by its own copy(); anything else (the
-    Game, the interpreter, numbers, strings) is shared. `copies` maps id(original) -> its copy."""
+    (a dict) item by item, other lists, dicts and sets shallowly, GameProgression by its own copy();
+    anything else (the Game, the interpreter, numbers, strings) is shared. `copies` maps
+    id(original) -> its copy."""
     from textworld.core import GameState
     from textworld.generator.game import GameProgression
 
@@ -62,8 +64,8 @@ def _fresh(value: Any, copies: dict[int, Any]) -> Any:
             dict.__setitem__(out, key, _fresh(item, copies))
     elif isinstance(value, GameProgression):
         out = value.copy()
-    elif isinstance(value, list):
-        out = list(value)
+    elif isinstance(value, (list, dict, set)):
+        out = copy.copy(value)
     else:
         return value
     copies[id(value)] = out
