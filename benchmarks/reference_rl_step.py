@@ -13,8 +13,10 @@ other line with the trainer and cannot drift from it:
 - the last decoder layer at every position (today: its query, attention and MLP only at the
   positions whose logits are read, `trim_last_layer=True`, arena/lm/last_positions.py);
 - torch's linear layers, MKL's sgemm on the CPU (today: oneDNN's, arena/lm/linear_kernel.py); the
-  models passed in are switched to them.
-The update itself (`ppo_update`) was not part of that work and is today's.
+  models passed in are switched to them;
+- micro-batches one after another, every op on all of torch's threads (today: with several threads,
+  micro-batches on worker threads of one torch thread each, arena/backends/embedded/micro_threads.py).
+The update itself (`ppo_update`) was not part of that work and is today's, but for its worker threads.
 """
 from __future__ import annotations
 
@@ -38,13 +40,13 @@ def reference_step(cfg, po, model, ref_model, optimizer, batch, sort_micro_batch
             set_linear_kernel(m, "torch")
     t0 = time.perf_counter()
     fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, sort_micro_batches, old_from_sampler=False,
-                  share_prompts=False, trim_last_layer=False)
+                  share_prompts=False, trim_last_layer=False, parallel=False)
     adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
     t_lp = time.perf_counter()
     metrics = ppo_update(
         model, optimizer, po, batch, adv, partial(token_logprobs_and_entropy, trim_last_layer=False),
         num_mini_batches=cfg.ppo_num_mini_batches, mini_batch_size=cfg.ppo_mini_batch_size,
         ppo_epochs=cfg.ppo_epochs, micro_batch_size=cfg.micro_batch_size, sort_micro_batches=sort_micro_batches,
-        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip,
+        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip, parallel_micro_batches=False,
     )
     return metrics, t_lp - t0, time.perf_counter() - t_lp

@@ -41,6 +41,7 @@ from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.lm.micro_batches import micro_batch_rows, sort_keys, take
 from arena.lm.sampler import make_policy
 
+from .micro_threads import ordered_map, worker_count
 from .update import ppo_update
 
 
@@ -75,30 +76,40 @@ def micro_batches_sorted(cfg, po) -> bool:
 
 @torch.no_grad()
 def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False, *,
-                  old_from_sampler: bool = False, share_prompts: bool = True, trim_last_layer: bool = True) -> None:
+                  old_from_sampler: bool = False, share_prompts: bool = True, trim_last_layer: bool = True,
+                  parallel: bool = True) -> None:
     """old_logp and entropy from the training model; ref_logp from the reference (in place).
     Micro-batches as in the update (micro_batches.py): contiguous, or sorted (sort_keys) and
     trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0).
     With `old_from_sampler` the training model runs no forward: old_logp = sampler_logp * mask
     (old_logp_from_sampler) and entropy is None; only the reference (if any) runs. `share_prompts`:
     each micro-batch's distinct prompts run once (arena/lm/logprobs.py); `trim_last_layer`: the last
-    layer only where logits are read (arena/lm/last_positions.py)."""
+    layer only where logits are read (arena/lm/last_positions.py); `parallel`: with several torch threads
+    on the CPU, micro-batches on worker threads of one torch thread each (micro_threads.py)."""
     model.eval()
     n, width = batch.response_mask.shape
     lengths = sort_keys(batch.prompt_ids, batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]
     zeros = batch.response_mask.new_zeros((n, width))  # [N, T]
     old, ent = (None, None) if old_from_sampler else (zeros.clone(), zeros.clone())  # [N, T] x2
     ref = zeros.clone() if ref_model is not None else None  # [N, T]
-    for u in micro_batch_rows(slice(0, n), micro_batch_size, lengths) if old is not None or ref is not None else ():
+    rows = list(micro_batch_rows(slice(0, n), micro_batch_size, lengths)) if old is not None or ref is not None else []
+
+    lp = partial(token_logprobs_and_entropy, share_prompts=share_prompts, trim_last_layer=trim_last_layer)
+
+    def forwards(u) -> tuple:
+        """(T', old [n_u, T'], entropy [n_u, T'], ref [n_u, T']) of micro-batch u, None where not wanted."""
         m = take(batch, u, trim=sort_micro_batches)
         args = (m.prompt_ids, m.prompt_mask, m.response_ids, m.response_mask)
-        t = m.response_mask.shape[1]  # T'
-        if old is not None:
-            old[u, :t], ent[u, :t] = token_logprobs_and_entropy(model, *args, share_prompts=share_prompts,
-                                                                trim_last_layer=trim_last_layer)  # [n_u, T'] x2
-        if ref is not None:
-            ref[u, :t] = token_logprobs_and_entropy(ref_model, *args, share_prompts=share_prompts,
-                                                    trim_last_layer=trim_last_layer)[0]  # [n_u, T']
+        old_u, ent_u = lp(model, *args) if old is not None else (None, None)  # [n_u, T'] x2
+        ref_u = lp(ref_model, *args)[0] if ref is not None else None  # [n_u, T']
+        return m.response_mask.shape[1], old_u, ent_u, ref_u
+
+    workers = worker_count(len(rows), batch.response_mask.device) if parallel else 1
+    for u, (t, old_u, ent_u, ref_u) in zip(rows, ordered_map(forwards, rows, workers)):
+        if old_u is not None:
+            old[u, :t], ent[u, :t] = old_u, ent_u
+        if ref_u is not None:
+            ref[u, :t] = ref_u
     if old_from_sampler:
         old = batch.sampler_logp.to(batch.response_mask.dtype) * batch.response_mask  # [N, T]
     batch.old_logp, batch.entropy, batch.ref_logp = old, ent, ref  # [N, T] each (entropy None from the sampler)

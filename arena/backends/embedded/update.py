@@ -12,6 +12,10 @@ On-policy shortcut (docs/methods.md §5.0): with one mini-batch and one epoch, o
 so the ratio is exactly 1.
 With `sort_micro_batches` the micro-batches of b are its rows sorted by length, each padded to its
 own longest row (micro_batches.py); under agg_norm=global sum_u L_u is the same L_b.
+Worker threads (micro_threads.py): with T > 1 torch threads on the CPU, up to T micro-batches run
+at once, each on a thread of its own with one torch thread, and return their gradients
+(autograd.grad); they are added to p.grad in micro-batch order, as backward() would, so the
+mini-batch's gradient is the one a one-thread process computes (tests/embedded/test_update_threads.py).
 Metrics: a mean or share over tokens is pooled over b's micro-batches (sum_u v_u n_u / sum_u n_u,
 n_u its tokens in u), so it is b's own value under any split; counts are summed; the step's value is
 the mean over its optimizer steps.
@@ -19,7 +23,7 @@ the mean over its optimizer steps.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
@@ -30,9 +34,32 @@ from arena.po.clipping import count_masked, seq_mask
 from arena.po.compose import ResolvedPO, objective
 from arena.po.types import TurnBatch
 
+from .micro_threads import ordered_map, worker_count
+
 # (model, prompt_ids, prompt_mask, response_ids, response_mask) -> (logp [n,T], entropy [n,T])
 LogProbFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 LOW_RATIO_DELTA = 3e-3  # the authors' scripts' sequence-mask delta: the threshold of `actor/low_ratio_neg_seqs`
+
+
+class MicroResult(NamedTuple):
+    """One micro-batch's pass: its metrics, the tokens each mean is over, its PG term, and its
+    gradients (one per parameter, None where it has none) when it ran on a worker thread."""
+    metrics: dict[str, float]
+    tokens: dict[str, float]
+    pg: float
+    grads: Optional[tuple]
+
+
+def accumulate_grads(params: list, grads: tuple) -> None:
+    """p.grad += g for each parameter, as backward() accumulates: the first gradient is stored, each
+    later one added in place, so micro-batches summed in their order give backward()'s numbers."""
+    for p, g in zip(params, grads):
+        if g is None:
+            continue
+        if p.grad is None:
+            p.grad = g.contiguous()  # backward() keeps a gradient in its parameter's (dense) layout too
+        else:
+            p.grad.add_(g)
 
 
 def ppo_update(
@@ -51,8 +78,11 @@ def ppo_update(
     kl_coef: float = 0.0,
     entropy_coef: float = 0.0,
     grad_clip: float = 1.0,
+    parallel_micro_batches: bool = True,
 ) -> dict[str, float]:
-    """Run the update in place; return actor/* metrics averaged over optimizer steps."""
+    """Run the update in place; return actor/* metrics averaged over optimizer steps.
+    `parallel_micro_batches`: with several torch threads on the CPU, a mini-batch's micro-batches
+    run on worker threads of one torch thread each (micro_threads.py; module docstring)."""
     slices = mini_batch_slices(len(batch), num_mini_batches=num_mini_batches, mini_batch_size=mini_batch_size)
     on_policy = len(slices) == 1 and ppo_epochs == 1
     if sort_micro_batches and not po.global_norm:
@@ -69,10 +99,9 @@ def ppo_update(
             # H of seq_mean_token_sum_norm: the batch's padded T, also when a micro-batch is trimmed
             norm = AggNorm.of(mask_mb, horizon=mask_mb.shape[1])
             micro = micro_batch_rows(mb, micro_batch_size, lengths)
-            optimizer.zero_grad(set_to_none=True)
-            mb_metrics: dict[str, float] = {}  # counts (summed) and pg_loss
-            pooled: dict[str, list[float]] = {}  # means and shares: [sum_u v_u n_u, sum_u n_u]
-            for u in micro:
+            workers = worker_count(len(micro), mask_mb.device) if parallel_micro_batches else 1
+
+            def micro_pass(u) -> MicroResult:
                 m = take(batch, u, trim=sort_micro_batches)  # T' = T unless trimmed
                 mask = m.response_mask  # [n_u, T']
                 logp, ent = logprob_fn(model, m.prompt_ids, m.prompt_mask, m.response_ids, mask)  # [n_u, T'] x2
@@ -84,25 +113,39 @@ def ppo_update(
                     entropy=ent, kl_coef=kl_coef, entropy_coef=entropy_coef,
                     norm=norm, micro_batches=len(micro),
                 )
-                out.total.backward()
+                grads = None
+                if workers > 1:  # summed by the caller in micro-batch order (below)
+                    grads = torch.autograd.grad(out.total, params, allow_unused=True)
+                else:
+                    out.total.backward()
                 # Fig. 4's low-ratio negative-advantage rows, counted for every method (mask on or
                 # off): mean_j(A) < 0 and D_j = mean_j(old - logp) > LOW_RATIO_DELTA (docs/methods.md,
                 # sequence mask), i.e. the rows the authors' sequence mask would drop
                 low_neg = count_masked(mask, seq_mask(logp.detach(), old, adv_tok, mask, LOW_RATIO_DELTA))  # []
-                out.metrics["actor/low_ratio_neg_seqs"] = float(low_neg)
-                # a mean or share v_u over n_u tokens (out.tokens; the valid tokens where not given)
-                # pools to the mini-batch's own value sum_u v_u n_u / sum_u n_u, whichever rows share
-                # a micro-batch: e.g. clipfrac_neg_adv over the mini-batch's A < 0 tokens
-                for k, v in out.metrics.items():
+                metrics = dict(out.metrics, **{"actor/low_ratio_neg_seqs": float(low_neg)})
+                # n_u: the tokens a mean or share is over (out.tokens; the valid tokens where not given)
+                valid = float(mask.sum())
+                tokens = {k: out.tokens.get(k, valid) for k in metrics}
+                return MicroResult(metrics, tokens, float(out.pg.detach()), grads)
+
+            optimizer.zero_grad(set_to_none=True)
+            mb_metrics: dict[str, float] = {}  # counts (summed) and pg_loss
+            pooled: dict[str, list[float]] = {}  # means and shares: [sum_u v_u n_u, sum_u n_u]
+            for res in ordered_map(micro_pass, micro, workers):
+                if res.grads is not None:
+                    accumulate_grads(params, res.grads)
+                # a mean or share v_u over n_u tokens pools to the mini-batch's own value
+                # sum_u v_u n_u / sum_u n_u, whichever rows share a micro-batch: e.g.
+                # clipfrac_neg_adv over the mini-batch's A < 0 tokens
+                for k, v in res.metrics.items():
                     if k in ("actor/masked_seqs", "actor/low_ratio_neg_seqs"):  # counts: summed
                         mb_metrics[k] = mb_metrics.get(k, 0.0) + v
                     else:
-                        n_u = out.tokens.get(k, float(mask.sum()))
                         acc = pooled.setdefault(k, [0.0, 0.0])
-                        acc[0], acc[1] = acc[0] + v * n_u, acc[1] + n_u
+                        acc[0], acc[1] = acc[0] + v * res.tokens[k], acc[1] + res.tokens[k]
                 # the PG term as it enters the mini-batch loss (the objective's scale s, compose.py)
                 scale = po.micro_batch_scale(len(micro))
-                mb_metrics["actor/pg_loss"] = mb_metrics.get("actor/pg_loss", 0.0) + scale * float(out.pg.detach())
+                mb_metrics["actor/pg_loss"] = mb_metrics.get("actor/pg_loss", 0.0) + scale * res.pg
             for k, (weighted, n) in pooled.items():
                 mb_metrics[k] = weighted / n if n > 0 else 0.0
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))

@@ -1,0 +1,80 @@
+"""Micro-batches on worker threads, one torch thread each, when the process has several.
+
+The RL step's micro-batches are small (at most 64 rows of ~100 tokens on Sokoban): their products,
+attention and elementwise ops split poorly over torch's intra-op threads. Measured on the 2-core
+box of run r69 (docs/testbed.md, "Micro-batches on worker threads"): two intra-op threads ran a
+Sokoban update's forwards and backwards 1.13x faster than one, CPU flash attention of a reply
+(8 queries against ~90 keys) was slower on two threads than on one, while two micro-batches on two
+worker threads of one torch thread each ran 1.35-1.45x faster than one thread.
+
+`ordered_map(fn, items, workers)` runs fn on each item and yields the results in the items' order:
+in the calling thread when workers <= 1, else on `workers` threads, with torch's intra-op threads
+set to threads // workers (>= 1) for the duration and put back afterwards, and each worker under
+the caller's grad mode (a thread-local flag: a worker would otherwise run with gradients inside a
+`torch.no_grad()` caller). At most `workers` items are in flight, so at most that many results wait.
+Which thread ran an item changes nothing in its numbers: each item's ops run on one thread of
+its own, as in a one-thread process. The callers sum the results in the items' order
+(update.py: the gradients), so a step's numbers do not depend on how the items were scheduled.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, TypeVar
+
+import torch
+
+T = TypeVar("T")
+R = TypeVar("R")
+_POOLS: dict[int, ThreadPoolExecutor] = {}  # workers -> the process's pool of that size, kept for its life
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's pool of `workers` threads. Kept, not made per call: a new thread starts with
+    empty per-thread state (its malloc arena, oneDNN's and MKL's buffers), and refilling it at every
+    mini-batch cost more than the threads gained (run r69)."""
+    with _POOLS_LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="micro-batch")
+        return _POOLS[workers]
+
+
+def worker_count(n_items: int, device: torch.device | str = "cpu") -> int:
+    """Threads for n_items micro-batches: min(torch's intra-op threads, n_items) on the CPU, 1 on
+    any other device (a GPU runs one stream) or when either is 1."""
+    if torch.device(device).type != "cpu":
+        return 1
+    return max(1, min(torch.get_num_threads(), n_items))
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """fn(item) for each item, in the items' order (module docstring)."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    threads = torch.get_num_threads()
+    per_worker = max(1, threads // workers)
+    grad_enabled = torch.is_grad_enabled()
+
+    def run(item: T) -> R:
+        if torch.get_num_threads() != per_worker:  # this thread's own count (OpenMP's is per thread)
+            torch.set_num_threads(per_worker)
+        with torch.set_grad_enabled(grad_enabled):
+            return fn(item)
+
+    torch.set_num_threads(per_worker)
+    pending: deque = deque()
+    try:
+        pool = _pool(workers)
+        for item in items:
+            pending.append(pool.submit(run, item))
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:  # an item failed or the caller stopped early: let the rest finish first
+            future.cancel() or future.exception()
+        torch.set_num_threads(threads)
