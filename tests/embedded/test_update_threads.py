@@ -96,3 +96,25 @@ def test_two_threads_give_the_one_thread_numbers_bit_for_bit(threads):
     assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
     assert one[2] == two[2]  # every metric
     assert torch.equal(one[3], two[3]) and torch.equal(one[4], two[4])  # old and ref log-probs
+
+
+def _double_in_threads(queue):
+    queue.put(list(ordered_map(lambda i: 2 * i, range(4), workers=2)))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_makes_its_own_pool(threads):
+    import multiprocessing
+
+    threads(2)
+    assert list(ordered_map(lambda i: i, range(3), workers=2)) == [0, 1, 2]  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_double_in_threads, args=(queue,))
+    child.start()
+    child.join(timeout=60)  # the inherited pool has no threads in the child: it would wait forever
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and child.exitcode == 0
+    assert queue.get(timeout=5) == [0, 2, 4, 6]

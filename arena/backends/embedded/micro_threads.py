@@ -18,6 +18,7 @@ its own, as in a one-thread process. The callers sum the results in the items' o
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,18 @@ T = TypeVar("T")
 R = TypeVar("R")
 _POOLS: dict[int, ThreadPoolExecutor] = {}  # workers -> the process's pool of that size, kept for its life
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_after_fork() -> None:
+    """A forked child has none of its parent's threads: a pool it inherited would queue work that no
+    thread runs. The child starts with no pools (and a fresh lock) and makes its own."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
