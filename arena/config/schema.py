@@ -167,7 +167,7 @@ class RunConfig:
     # row (embedded backend): the same gradient up to float rounding (not bit for bit), less
     # work on long, varied prompts (docs/design.md, Micro-batches by length). auto | true | false;
     # auto = on exactly when po.agg_norm=global (true with another agg_norm is an error).
-    # Sorted micro-batches hold at most min(micro_batch_size, 64) rows, near-equal in size.
+    # Sorted micro-batches hold at most min(micro_batch_size, 64) rows.
     sort_micro_batches: Any = "auto"
     save_freq: int = 10  # steps between checkpoints
     test_freq: int = 10  # steps between eval points

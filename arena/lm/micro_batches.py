@@ -60,23 +60,15 @@ def sort_keys(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_mask
 
 
 def micro_batch_rows(rows: slice, size: int, lengths: Optional[torch.Tensor] = None) -> list[Rows]:
-    """The micro-batches of the rows `rows` (a mini-batch): contiguous slices of `size` rows (the
-    last may be shorter) when `lengths` is None, else the rows sorted by `lengths`, any per-row sort
-    key (the trainer's: sort_keys; stable: ties keep batch order), cut into k = ceil(n / size)
-    micro-batches of as equal a size as can be (n // k or n // k + 1 rows, the larger first): 100
-    rows at size 64 are 50 + 50, not 64 + 36, so micro-batches on worker threads
-    (arena/backends/embedded/micro_threads.py) finish together."""
+    """The micro-batches of the rows `rows` (a mini-batch), `size` rows each (the last may be
+    shorter): contiguous slices when `lengths` is None (the default trainer), else the rows
+    sorted by `lengths`, any per-row sort key (the trainer's: sort_keys; stable: ties keep batch
+    order), then cut."""
     start, stop = rows.start or 0, rows.stop
     if lengths is None:
         return [slice(i, min(i + size, stop)) for i in range(start, stop, size)]
     order = start + torch.argsort(lengths[start:stop], stable=True)  # [n_b] row indices
-    n = len(order)
-    if n == 0:
-        return []
-    k = -(-n // size)  # micro-batches
-    # micro-batch j starts at row j * (n // k) + min(j, n % k): the first n % k hold one row more
-    bounds = [j * (n // k) + min(j, n % k) for j in range(k + 1)]
-    return [order[bounds[j]:bounds[j + 1]] for j in range(k)]
+    return [order[i:i + size] for i in range(0, len(order), size)]
 
 
 @dataclass
