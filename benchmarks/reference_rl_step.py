@@ -40,7 +40,8 @@ def reference_step(cfg, po, model, ref_model, optimizer, batch, sort_micro_batch
             set_linear_kernel(m, "torch")
     t0 = time.perf_counter()
     fill_logprobs(model, ref_model, batch, cfg.micro_batch_size, sort_micro_batches, old_from_sampler=False,
-                  share_prompts=False, trim_last_layer=False, parallel=False)
+                  share_prompts=False, trim_last_layer=False,
+                  parallel_micro_batches=False)
     adv = compute_advantages(po, batch).to(batch.response_mask.device)  # [N]
     t_lp = time.perf_counter()
     metrics = ppo_update(

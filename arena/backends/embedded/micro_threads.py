@@ -12,9 +12,10 @@ in the calling thread when workers <= 1, else on `workers` threads, with torch's
 set to threads // workers (>= 1) for the duration and put back afterwards, and each worker under
 the caller's grad mode (a thread-local flag: a worker would otherwise run with gradients inside a
 `torch.no_grad()` caller). At most `workers` items are in flight, so at most that many results wait.
-Which thread ran an item changes nothing in its numbers: each item's ops run on one thread of
-its own, as in a one-thread process. The callers sum the results in the items' order
-(update.py: the gradients), so a step's numbers do not depend on how the items were scheduled.
+Which thread ran an item changes nothing in its numbers. With at least as many items as torch
+threads (two threads and two or more micro-batches: the RL step's case) each worker has one torch
+thread, so each item's numbers are a one-thread process's; the callers sum the results in the
+items' order (update.py: the gradients), and the step equals the one-thread run bit for bit.
 """
 from __future__ import annotations
 

@@ -77,14 +77,14 @@ def micro_batches_sorted(cfg, po) -> bool:
 @torch.no_grad()
 def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_batches: bool = False, *,
                   old_from_sampler: bool = False, share_prompts: bool = True, trim_last_layer: bool = True,
-                  parallel: bool = True) -> None:
+                  parallel_micro_batches: bool = True) -> None:
     """old_logp and entropy from the training model; ref_logp from the reference (in place).
     Micro-batches as in the update (micro_batches.py): contiguous, or sorted (sort_keys) and
     trimmed, their [n_u, T'] results written back to rows u, columns :T' (the rest is padding: 0).
     With `old_from_sampler` the training model runs no forward: old_logp = sampler_logp * mask
     (old_logp_from_sampler) and entropy is None; only the reference (if any) runs. `share_prompts`:
     each micro-batch's distinct prompts run once (arena/lm/logprobs.py); `trim_last_layer`: the last
-    layer only where logits are read (arena/lm/last_positions.py); `parallel`: with several torch threads
+    layer only where logits are read (arena/lm/last_positions.py); `parallel_micro_batches`: with several torch threads
     on the CPU, micro-batches on worker threads of one torch thread each (micro_threads.py)."""
     model.eval()
     n, width = batch.response_mask.shape
@@ -104,7 +104,7 @@ def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_bat
         ref_u = lp(ref_model, *args)[0] if ref is not None else None  # [n_u, T']
         return m.response_mask.shape[1], old_u, ent_u, ref_u
 
-    workers = worker_count(len(rows), batch.response_mask.device) if parallel else 1
+    workers = worker_count(len(rows), batch.response_mask.device) if parallel_micro_batches else 1
     for u, (t, old_u, ent_u, ref_u) in zip(rows, ordered_map(forwards, rows, workers)):
         if old_u is not None:
             old[u, :t], ent[u, :t] = old_u, ent_u

@@ -14,8 +14,9 @@ With `sort_micro_batches` the micro-batches of b are its rows sorted by length, 
 own longest row (micro_batches.py); under agg_norm=global sum_u L_u is the same L_b.
 Worker threads (micro_threads.py): with T > 1 torch threads on the CPU, up to T micro-batches run
 at once, each on a thread of its own with one torch thread, and return their gradients
-(autograd.grad); they are added to p.grad in micro-batch order, as backward() would, so the
-mini-batch's gradient is the one a one-thread process computes (tests/embedded/test_update_threads.py).
+(autograd.grad); they are added to p.grad in micro-batch order, as backward() would, so with one
+torch thread per worker (T <= micro-batches) the mini-batch's gradient is the one a one-thread
+process computes, bit for bit (tests/embedded/test_update_threads.py).
 Metrics: a mean or share over tokens is pooled over b's micro-batches (sum_u v_u n_u / sum_u n_u,
 n_u its tokens in u), so it is b's own value under any split; counts are summed; the step's value is
 the mean over its optimizer steps.
