@@ -172,7 +172,7 @@ def floor_seconds(threads: int, call) -> float:
     """The least seconds `call` can take in its matmul and attention kernels on `threads` threads: their
     one-thread time (kernel_floor.kernel_seconds) / threads. The profiler sees only the thread that
     starts it, and with several threads the new path runs micro-batches on worker threads
-    (arena/backends/embedded/micro_threads.py); on one thread every kernel runs in the calling
+    (arena/lm/micro_threads.py); on one thread every kernel runs in the calling
     thread, and no schedule spreads that work over `threads` cores in less than 1/threads of it."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)

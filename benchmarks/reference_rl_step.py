@@ -15,7 +15,7 @@ other line with the trainer and cannot drift from it:
 - torch's linear layers, MKL's sgemm on the CPU (today: oneDNN's, arena/lm/linear_kernel.py); the
   models passed in are switched to them;
 - micro-batches one after another, every op on all of torch's threads (today: with several threads,
-  micro-batches on worker threads of one torch thread each, arena/backends/embedded/micro_threads.py).
+  micro-batches on worker threads of one torch thread each, arena/lm/micro_threads.py).
 The update itself (`ppo_update`) was not part of that work and is today's, but for its worker threads.
 """
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Micro-batches on worker threads (arena/backends/embedded/micro_threads.py): the update and the
+"""Micro-batches on worker threads (arena/lm/micro_threads.py): the update and the
 log-probs on two torch threads give the numbers of a one-thread process, bit for bit."""
 import threading
 
 import pytest
 import torch
 
-from arena.backends.embedded.micro_threads import ordered_map, worker_count
+from arena.lm.micro_threads import ordered_map, worker_count
 from arena.backends.embedded.trainer import fill_logprobs
 from arena.backends.embedded.update import ppo_update
 from arena.lm.logprobs import token_logprobs_and_entropy

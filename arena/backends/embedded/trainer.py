@@ -39,9 +39,9 @@ from arena.lm.checkpoint import load_state, save_state
 from arena.lm.evaluate import evaluate
 from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.lm.micro_batches import micro_batch_rows, sort_keys, take
+from arena.lm.micro_threads import ordered_map, worker_count
 from arena.lm.sampler import make_policy
 
-from .micro_threads import ordered_map, worker_count
 from .update import ppo_update
 
 
@@ -85,7 +85,7 @@ def fill_logprobs(model, ref_model, batch, micro_batch_size: int, sort_micro_bat
     (old_logp_from_sampler) and entropy is None; only the reference (if any) runs. `share_prompts`:
     each micro-batch's distinct prompts run once (arena/lm/logprobs.py); `trim_last_layer`: the last
     layer only where logits are read (arena/lm/last_positions.py); `parallel_micro_batches`: with several torch threads
-    on the CPU, micro-batches on worker threads of one torch thread each (micro_threads.py)."""
+    on the CPU, micro-batches on worker threads of one torch thread each (arena/lm/micro_threads.py)."""
     model.eval()
     n, width = batch.response_mask.shape
     lengths = sort_keys(batch.prompt_ids, batch.prompt_mask, batch.response_mask) if sort_micro_batches else None  # [N]

@@ -12,7 +12,7 @@ On-policy shortcut (docs/methods.md §5.0): with one mini-batch and one epoch, o
 so the ratio is exactly 1.
 With `sort_micro_batches` the micro-batches of b are its rows sorted by length, each padded to its
 own longest row (micro_batches.py); under agg_norm=global sum_u L_u is the same L_b.
-Worker threads (micro_threads.py): with T > 1 torch threads on the CPU, up to T micro-batches run
+Worker threads (arena/lm/micro_threads.py): with T > 1 torch threads on the CPU, up to T micro-batches run
 at once, each on a thread of its own with one torch thread, and return their gradients
 (autograd.grad); they are added to p.grad in micro-batch order, as backward() would, so with one
 torch thread per worker (T <= micro-batches) the mini-batch's gradient is the one a one-thread
@@ -29,13 +29,13 @@ from typing import Callable, NamedTuple, Optional
 import torch
 
 from arena.lm.micro_batches import micro_batch_rows, sort_keys, take
+from arena.lm.micro_threads import ordered_map, worker_count
 from arena.po.aggregation import AggNorm
 from arena.po.batching import mini_batch_slices
 from arena.po.clipping import count_masked, seq_mask
 from arena.po.compose import ResolvedPO, objective
 from arena.po.types import TurnBatch
 
-from .micro_threads import ordered_map, worker_count
 
 # (model, prompt_ids, prompt_mask, response_ids, response_mask) -> (logp [n,T], entropy [n,T])
 LogProbFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -83,7 +83,7 @@ def ppo_update(
 ) -> dict[str, float]:
     """Run the update in place; return actor/* metrics averaged over optimizer steps.
     `parallel_micro_batches`: with several torch threads on the CPU, a mini-batch's micro-batches
-    run on worker threads of one torch thread each (micro_threads.py; module docstring)."""
+    run on worker threads of one torch thread each (arena/lm/micro_threads.py; module docstring)."""
     slices = mini_batch_slices(len(batch), num_mini_batches=num_mini_batches, mini_batch_size=mini_batch_size)
     on_policy = len(slices) == 1 and ppo_epochs == 1
     if sort_micro_batches and not po.global_norm:
