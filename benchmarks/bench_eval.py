@@ -100,7 +100,7 @@ def eval_split(env: str, budget: str = "default", threads: int = 1, *, n: int | 
                 seconds, result, record = timed_eval(module, factory, model, tokenizer, cfg, n)
                 times[name].append(seconds)
                 runs.setdefault(name, (result, record))
-        kernels = kernel_seconds(lambda: current.evaluate(model, tokenizer, cfg, n=n))  # the new path
+        kernels = kernel_seconds(lambda: current.evaluate(model, tokenizer, cfg, n=n), threads)  # the new path
     finally:
         torch.set_num_threads(saved_threads)
     (ref_result, ref_tokens), (new_result, new_tokens) = runs["reference"], runs["new"]

@@ -168,20 +168,6 @@ def step_flops(model, batch, ppo_epochs: int) -> float:
     return (2 / 3 + ppo_epochs) * training_flops(model, tokens=int(lengths.sum()), seq=float(lengths.mean()))
 
 
-def floor_seconds(threads: int, call) -> float:
-    """The least seconds `call` can take in its matmul and attention kernels on `threads` threads: their
-    one-thread time (kernel_floor.kernel_seconds) / threads. The profiler sees only the thread that
-    starts it, and with several threads the new path runs micro-batches on worker threads
-    (arena/lm/micro_threads.py); on one thread every kernel runs in the calling
-    thread, and no schedule spreads that work over `threads` cores in less than 1/threads of it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return kernel_seconds(call) / threads
-    finally:
-        torch.set_num_threads(before)
-
-
 def time_case(cfg, po, model, batch, repeats: int, cfg_new) -> dict[str, list[tuple[float, float]]]:
     times: dict[str, list[tuple[float, float]]] = {"reference": [], "new": []}
     run_path("new", cfg, po, model, batch, cfg_new)  # warm-up
@@ -230,7 +216,7 @@ def main(argv=None) -> dict:
                 new_s = statistics.median(a + b for a, b in times["new"])
                 flops = step_flops(model, batch, cfg.ppo_epochs)
                 # the new path can take no less than its matmuls and attention (forward and backward)
-                floor = floor_seconds(threads, lambda: run_path("new", cfg, po, model, batch, cfg_new)) / ref_s
+                floor = kernel_seconds(lambda: run_path("new", cfg, po, model, batch, cfg_new), threads) / ref_s
                 ratio = new_s / ref_s
                 # the whole step, each path with its own sampler's rollout: (rollout + log-probs + update)
                 step_ratio = (roll_new + new_s) / (roll_ref + ref_s)

@@ -80,7 +80,7 @@ def run(*, size: str, vocab: int, batch: int, min_len: int, max_len: int, new_to
         print(f"repeat {r}: " + ", ".join(f"{name} {rates[name][-1]:.0f} tok/s" for name, _ in paths), flush=True)
     ours_rate, gen_rate, ref_rate, ours_torch_rate = (statistics.median(rates[k]) for k, _ in paths)
     # ours can take no less time than its matmuls and attention take: ratio <= generate's time / that
-    ceiling = (n_tokens / gen_rate) / kernel_seconds(ours)
+    ceiling = (n_tokens / gen_rate) / kernel_seconds(ours, torch.get_num_threads())
     best_ratio = max(rates["ours"]) / max(rates["generate"])
     return {"ours_tok_s": ours_rate, "generate_tok_s": gen_rate, "ratio": ours_rate / gen_rate,
             "best_ratio": best_ratio, "reference_ratio": ref_rate / gen_rate, "kernel_ceiling": ceiling,

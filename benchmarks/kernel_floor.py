@@ -99,6 +99,18 @@ def floor_seconds(calls: dict[tuple, list]) -> float:
     return total
 
 
-def kernel_seconds(call: Callable[[], object]) -> float:
-    """Seconds one `call()` needs inside KERNELS at the least (module docstring)."""
-    return floor_seconds(kernel_calls(call))
+def kernel_seconds(call: Callable[[], object], threads: Optional[int] = None) -> float:
+    """Seconds one `call()` needs inside KERNELS at the least (module docstring), as it runs now, or
+    with `threads` given, on that many threads: its one-thread time / threads. The profiler sees
+    only the thread that starts it, and with several threads arena runs its micro-batches and its
+    sampler's chunks on worker threads (arena/lm/micro_threads.py); on one thread every kernel runs
+    in the calling thread, and no schedule spreads that work over `threads` cores in less than
+    1/threads of it."""
+    if threads is None:
+        return floor_seconds(kernel_calls(call))
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return floor_seconds(kernel_calls(call)) / threads
+    finally:
+        torch.set_num_threads(before)

@@ -16,11 +16,14 @@ code in anything else:
 - the model's linear layers are torch's, MKL's sgemm on the CPU (today: oneDNN's,
   arena/lm/linear_kernel.py): this module's `make_decoder` runs a twin of the model (the same
   weight tensors, `torch_linear_twin`) switched to them;
+- the decoder runs on the calling thread at torch's thread count (today: with several torch threads
+  on the CPU, the prefill's chunks and each decode step's row blocks on worker threads of one torch
+  thread each, arena/lm/micro_threads.py): this module's `make_decoder` gives `worker_threads = 1`;
 - the prompts are padded one tensor per prompt (today: one tensor from padded lists): this module's
   `left_pad`;
 - a TextWorld game (household) restarts at every reset, TextWorld's own reset (today: its start
   state is set back, arena/envs/textworld_reset.py): `evaluate` runs inside `full_resets()`.
-`sample_tokens`, `make_policy` and `evaluate` are today's functions' code bound to this module's
+`sample_tokens` (with its loop `_decode`), `make_policy` and `evaluate` are today's functions' code bound to this module's
 names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
 for a recording one), make_policy calls this module's sample_tokens, encode_texts and decode_rows, and sample_tokens
 this module's make_decoder.
@@ -45,6 +48,7 @@ from arena.envs import eval_seed  # noqa: F401  (read by the rebound evaluate)
 from arena.lm.evaluate import _ENV_CACHE, _eval_envs  # noqa: F401  (one env cache for both paths)
 from arena.lm.decoding import HFCacheDecoder, runs_layer_by_layer
 from arena.lm.linear_kernel import set_linear_kernel
+from arena.lm.micro_threads import own_ops_on_one_thread  # noqa: F401  (read by the rebound sample_tokens)
 from arena.lm.sampler import DecodeStopped, choose_tokens  # noqa: F401  (read by the rebound sample_tokens)
 from arena.lm.sampler import StopStrings as TodayStopStrings
 
@@ -135,11 +139,14 @@ def make_decoder(model, batch: int, max_len: int):
     prefill's last layer at every position; today's generic decoder for other architectures."""
     twin = torch_linear_twin(model)
     if runs_layer_by_layer(twin):
-        return StaticCacheDecoder(twin, batch, max_len, trim_prefill=False)
+        decoder = StaticCacheDecoder(twin, batch, max_len, trim_prefill=False)
+        decoder.worker_threads = 1  # on the calling thread (sample_tokens reads it)
+        return decoder
     return HFCacheDecoder(twin)
 
 
 sample_tokens = torch.no_grad()(rebound(today_sampler.sample_tokens))
+_decode = rebound(today_sampler._decode)
 _make_policy_code = rebound(today_sampler.make_policy)
 
 

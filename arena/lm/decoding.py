@@ -13,6 +13,15 @@ Two decoders share one interface (`prefill`, `step`, `keep`):
 - `HFCacheDecoder`, the generic path for any other causal LM: `model(...)` with a
   DynamicCache, a 2-D attention mask and explicit position ids.
 
+Worker threads: on the CPU with T > 1 torch threads, StaticCacheDecoder runs the prefill's chunks
+and each decode step's row blocks (decode_blocks) on T worker threads of one torch thread each
+(micro_threads.py), and sample_tokens runs its own small ops between on one thread
+(micro_threads.own_ops_on_one_thread). A chunk is the same computation on whichever thread, so the
+prefill equals the one-thread prefill bit for bit; a row block runs each product on fewer rows,
+which a BLAS may round differently (measured equal on the machine of run r70, docs/testbed.md,
+"The sampler on worker threads"). Two intra-op threads split a decode step's small products and its
+attention of one query per row poorly.
+
 Both take left-padded prompts. Positions count real tokens only:
 position(b, j) = (number of real prompt tokens of row b up to j) - 1, and generated token t of
 row b sits at position len_b + t, exactly as in one full forward pass over the padded sequence.
@@ -23,10 +32,24 @@ import torch
 import torch.nn.functional as F
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
+from .micro_threads import ordered_map, worker_count
 from .packed_layers import PackedLayer, rope_by_roll, rotary_tables
 
 FAST_MODEL_TYPES = ("qwen3", "qwen2", "llama")
 PREFILL_ROWS = 32  # rows per prefill chunk (bounds its activations)
+DECODE_ROWS_PER_WORKER = 16  # a decode step's rows are cut into worker blocks of at least this many
+
+
+def decode_blocks(n_rows: int, threads: int) -> list[slice]:
+    """A decode step's rows cut into W contiguous blocks, one per worker thread: W = min(threads,
+    n_rows // DECODE_ROWS_PER_WORKER), at least 1, sizes as equal as can be (the first n_rows mod W
+    blocks one row longer)."""
+    workers = max(1, min(threads, n_rows // DECODE_ROWS_PER_WORKER))
+    size, extra = divmod(n_rows, workers)
+    bounds = [0]
+    for w in range(workers):
+        bounds.append(bounds[-1] + size + (w < extra))
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
 def runs_layer_by_layer(model) -> bool:
@@ -46,7 +69,8 @@ def runs_layer_by_layer(model) -> bool:
 def make_decoder(model, batch: int, max_len: int, *, trim_prefill: bool = True):
     """The fast decoder when the model's architecture allows it, else the generic one.
     `trim_prefill`: the fast decoder's prefill runs the last layer's query, attention and MLP at
-    each prompt's last position only (StaticCacheDecoder.prefill)."""
+    each prompt's last position only (StaticCacheDecoder.prefill). The fast decoder on the CPU
+    with T > 1 torch threads runs its forwards on T worker threads (`worker_threads`)."""
     if runs_layer_by_layer(model):
         return StaticCacheDecoder(model, batch, max_len, trim_prefill=trim_prefill)
     return HFCacheDecoder(model)
@@ -85,6 +109,9 @@ class StaticCacheDecoder:
         self.key_bias = torch.full((batch, max_len), float("-inf"), dtype=p.dtype, device=p.device)  # [B, S]
         self.length = 0  # cache slots used so far (same for every row)
         self.pending = None  # [B] after a prefill: the cache row that holds each prompt's row (keep applies it)
+        # worker threads of one torch thread each (micro_threads.py) for the prefill's chunks and a
+        # decode step's row blocks: each writes and reads its own cache rows
+        self.worker_threads = worker_count(batch, p.device)
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Logits of the next token after each (left-padded) prompt. ids, mask: [B, P].
@@ -97,12 +124,15 @@ class StaticCacheDecoder:
         one forward pass of the padded sequence. Chunk c goes to the cache rows c * PREFILL_ROWS
         onwards (sorted order: slices, not scattered rows); `pending` maps each prompt to its cache
         row, and the next `keep` or `step` puts the rows back in order (a `keep` right after the
-        prefill, as for a group's repeated prompts, costs no extra copy)."""
+        prefill, as for a group's repeated prompts, costs no extra copy). The chunks are independent
+        (each writes its own cache rows and returns its own logits): with worker threads
+        (`worker_threads` > 1) they run on them, one torch thread each, in the same order of results."""
         n_rows, n_prompt = ids.shape
         lengths = mask.sum(dim=1)  # [B]
         order = lengths.argsort(stable=True)  # [B]: the prompts, shortest first (already sorted: identity)
-        logits = None
-        for first in range(0, n_rows, PREFILL_ROWS):
+        firsts = range(0, n_rows, PREFILL_ROWS)
+
+        def prefill_chunk(first: int) -> torch.Tensor:
             rows = order[first : first + PREFILL_ROWS]  # [b]: this chunk's prompts
             sub_lengths = lengths[rows]  # [b]
             width = int(sub_lengths.max())
@@ -110,11 +140,19 @@ class StaticCacheDecoder:
             # columns past a prompt's end repeat its last token (padding: never read, never attended)
             columns = (n_prompt - sub_lengths)[:, None] + torch.arange(width, device=ids.device)  # [b, W]
             sub_ids = ids[rows[:, None], columns.clamp(max=n_prompt - 1)]  # [b, W]
-            out = self._prefill_chunk(sub_ids, sub_lengths, start=n_prompt - width,
-                                      rows=slice(first, first + rows.shape[0]))  # [b, V]
+            return self._prefill_chunk(sub_ids, sub_lengths, start=n_prompt - width,
+                                       rows=slice(first, first + rows.shape[0]))  # [b, V]
+
+        logits = None
+        # chunks write disjoint cache rows: on several torch threads they run on worker threads
+        workers = min(self.worker_threads, len(firsts))
+        # all chunks in flight at once: a worker never waits for another's chunk to be taken (each
+        # result is one [b, V] row block of logits)
+        chunks = ordered_map(prefill_chunk, firsts, workers, threads=self.worker_threads, in_flight=len(firsts))
+        for first, out in zip(firsts, chunks):
             if logits is None:
                 logits = out.new_empty(n_rows, out.shape[-1])  # [B, V]
-            logits[rows] = out
+            logits[order[first : first + PREFILL_ROWS]] = out
         self.length = n_prompt
         identity = torch.arange(n_rows, device=order.device)  # [B]
         self.pending = None if torch.equal(order, identity) else order.argsort()  # [B]: cache row of prompt b
@@ -164,43 +202,56 @@ class StaticCacheDecoder:
         return self.model.lm_head(self.base.norm(hidden))[:, -1]  # [b, V]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Append one token per row (tokens, positions: [B]); return next-token logits [B, V]."""
+        """Append one token per row (tokens, positions: [B]); return next-token logits [B, V].
+        On several torch threads (CPU) the rows are cut into one block per worker thread
+        (decode_blocks), each run through the model by `_forward` on its own cache rows."""
         if self.pending is not None:
             self.keep(torch.arange(tokens.shape[0], device=tokens.device))
         slot = self.length
         self.key_bias[:, slot] = 0.0
-        bias = self.key_bias[:, None, None, : slot + 1]  # [B, 1, 1, S']
         self.length += 1
-        return self._forward(tokens[:, None], positions[:, None], bias, start=slot)[:, -1]  # [B, V]
+        blocks = decode_blocks(tokens.shape[0], self.worker_threads)
+
+        def forward_block(rows: slice) -> torch.Tensor:
+            return self._forward(tokens[rows, None], positions[rows, None], start=slot, rows=rows)[:, -1]  # [b, V]
+
+        if len(blocks) == 1:
+            return forward_block(blocks[0])  # [B, V]
+        return torch.cat(list(ordered_map(forward_block, blocks, len(blocks), threads=self.worker_threads)))  # [B, V]
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep the rows `rows` (of the prompts' order), in that order: drops finished rows, or
         repeats rows."""
         if self.pending is not None:
             rows, self.pending = self.pending[rows], None  # [B']: their cache rows
-        self.keys = [k[rows] for k in self.keys]  # L x [B', Hkv, S, D]
-        self.values = [v[rows] for v in self.values]  # L x [B', Hkv, S, D]
+        n_layers = len(self.keys)
+        # one gather per layer's keys and values (2L copies; on worker threads when there are several)
+        gathered = list(ordered_map(lambda cache: cache[rows], self.keys + self.values,
+                                    min(self.worker_threads, 2 * n_layers), threads=self.worker_threads))
+        self.keys, self.values = gathered[:n_layers], gathered[n_layers:]  # L x [B', Hkv, S, D] each
         self.key_bias = self.key_bias[rows]  # [B', S]
 
-    def _forward(self, ids, positions, bias, *, start: int) -> torch.Tensor:
-        """Run one new token per row, ids [B, 1] at positions [B, 1], through the model, writing its
-        K/V into cache slot `start`; it attends to all cached slots through bias [B, 1, 1, S'] (the
-        additive mask: 0 may attend, -inf may not, one for all layers). Returns logits [B, 1, V]."""
+    def _forward(self, ids, positions, *, start: int, rows: slice) -> torch.Tensor:
+        """Run one new token per row, ids [b, 1] at positions [b, 1] (the cache rows `rows`), through
+        the model, writing its K/V into cache slot `start`; it attends to the cached slots
+        0 .. start through key_bias (the additive mask: 0 may attend, -inf may not, one for all
+        layers). Returns logits [b, 1, V]."""
         batch = ids.shape[0]
         stop = start + 1
-        hidden = self.base.embed_tokens(ids)  # [B, 1, H]
-        cos, sin = self.cos[positions][:, None], self.signed_sin[positions][:, None]  # [B, 1, 1, D] each
+        bias = self.key_bias[rows, None, None, :stop]  # [b, 1, 1, S']
+        hidden = self.base.embed_tokens(ids)  # [b, 1, H]
+        cos, sin = self.cos[positions][:, None], self.signed_sin[positions][:, None]  # [b, 1, 1, D] each
         for i, layer in enumerate(self.layers):
-            x = layer.attention_input(hidden)  # [B, 1, H]
-            qk, v = layer.project(x)  # [B, 1, Hq + Hkv, D], [B, 1, Hkv, D]
-            qk = rope_by_roll(qk.transpose(1, 2), cos, sin)  # [B, Hq + Hkv, 1, D]: q's heads, then k's
-            self.keys[i][:, :, start:stop] = qk[:, self.heads:]
-            self.values[i][:, :, start:stop] = v.transpose(1, 2)
-            k, v = self.keys[i][:, :, :stop], self.values[i][:, :, :stop]  # [B, Hkv, S', D]
-            out = self._attend(qk[:, : self.heads], k, v, bias, layer.scaling)  # [B, 1, Hq, D]
-            hidden = layer.linear(out.reshape(batch, 1, -1), layer.o).add_(hidden)  # [B, 1, H]
-            hidden = feed_forward(layer, hidden)  # [B, 1, H]
-        return self.model.lm_head(self.base.norm(hidden))  # [B, 1, V]
+            x = layer.attention_input(hidden)  # [b, 1, H]
+            qk, v = layer.project(x)  # [b, 1, Hq + Hkv, D], [b, 1, Hkv, D]
+            qk = rope_by_roll(qk.transpose(1, 2), cos, sin)  # [b, Hq + Hkv, 1, D]: q's heads, then k's
+            self.keys[i][rows, :, start:stop] = qk[:, self.heads:]
+            self.values[i][rows, :, start:stop] = v.transpose(1, 2)
+            k, v = self.keys[i][rows, :, :stop], self.values[i][rows, :, :stop]  # [b, Hkv, S', D]
+            out = self._attend(qk[:, : self.heads], k, v, bias, layer.scaling)  # [b, 1, Hq, D]
+            hidden = layer.linear(out.reshape(batch, 1, -1), layer.o).add_(hidden)  # [b, 1, H]
+            hidden = feed_forward(layer, hidden)  # [b, 1, H]
+        return self.model.lm_head(self.base.norm(hidden))  # [b, 1, V]
 
     def _attend(self, q, keys, values, bias, scale) -> torch.Tensor:
         """softmax(q k^T * scale + bias) v, with G = Hq / Hkv query heads per KV head.
@@ -228,6 +279,8 @@ def feed_forward(layer: PackedLayer, hidden: torch.Tensor) -> torch.Tensor:
 
 class HFCacheDecoder:
     """Any HF causal LM through its own forward with a DynamicCache."""
+
+    worker_threads = 1  # runs on the calling thread, at torch's thread count
 
     def __init__(self, model):
         self.model = model

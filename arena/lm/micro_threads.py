@@ -11,7 +11,8 @@ worker threads of one torch thread each ran 1.35-1.45x faster than one thread.
 in the calling thread when workers <= 1, else on `workers` threads, with torch's intra-op threads
 set to threads // workers (>= 1) for the duration and put back afterwards, and each worker under
 the caller's grad mode (a thread-local flag: a worker would otherwise run with gradients inside a
-`torch.no_grad()` caller). At most `workers` items are in flight, so at most that many results wait.
+`torch.no_grad()` caller) and inference mode. At most `workers` items (or `in_flight`) are in flight, so at
+most that many results wait.
 Which thread ran an item changes nothing in its numbers. With at least as many items as torch
 threads (two threads and two or more micro-batches: the RL step's case) each worker has one torch
 thread, so each item's numbers are a one-thread process's; the callers sum the results in the
@@ -23,6 +24,7 @@ import os
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, TypeVar
 
 import torch
@@ -55,27 +57,51 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOLS[workers]
 
 
-def worker_count(n_items: int, device: torch.device | str = "cpu") -> int:
-    """Threads for n_items micro-batches: min(torch's intra-op threads, n_items) on the CPU, 1 on
-    any other device (a GPU runs one stream) or when either is 1."""
+def worker_count(n_items: int, device: torch.device | str = "cpu", *, threads: int | None = None) -> int:
+    """Threads for n_items micro-batches: min(torch's intra-op threads (or `threads`), n_items) on
+    the CPU, 1 on any other device (a GPU runs one stream) or when either is 1."""
     if torch.device(device).type != "cpu":
         return 1
-    return max(1, min(torch.get_num_threads(), n_items))
+    return max(1, min(threads or torch.get_num_threads(), n_items))
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
-    """fn(item) for each item, in the items' order (module docstring)."""
+@contextmanager
+def own_ops_on_one_thread(enabled: bool = True) -> Iterator[None]:
+    """Until exit, the calling thread's own torch ops run on one torch thread (its count put back
+    after), when enabled: for a caller whose heavy work runs on workers (ordered_map) and whose own
+    ops between two maps are small (the sampler's token choice between decode steps). Measured in
+    run r70 (docs/testbed.md, "The sampler on worker threads"): with its own ops on two threads the
+    sampler's decode steps on two workers took 1.5x as long as on one (an OpenMP helper thread of
+    the caller's last parallel region, waiting actively, likely held a core the workers needed); with
+    them on one thread, 0.85x."""
+    if not enabled:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int, *, threads: int | None = None,
+                in_flight: int | None = None) -> Iterator[R]:
+    """fn(item) for each item, in the items' order (module docstring). `threads`: the torch threads
+    the workers share (default: the calling thread's count). `in_flight`: items submitted and not
+    yet yielded, at most (default `workers`; more lets a worker start the next item while the
+    oldest one still runs elsewhere, at the cost of more results waiting)."""
     if workers <= 1:
         yield from map(fn, items)
         return
-    threads = torch.get_num_threads()
-    per_worker = max(1, threads // workers)
-    grad_enabled = torch.is_grad_enabled()
+    own_threads = torch.get_num_threads()
+    per_worker = max(1, (threads or own_threads) // workers)
+    grad_enabled, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
 
     def run(item: T) -> R:
         if torch.get_num_threads() != per_worker:  # this thread's own count (OpenMP's is per thread)
             torch.set_num_threads(per_worker)
-        with torch.set_grad_enabled(grad_enabled):
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad_enabled):
             return fn(item)
 
     torch.set_num_threads(per_worker)
@@ -84,11 +110,11 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
         pool = _pool(workers)
         for item in items:
             pending.append(pool.submit(run, item))
-            if len(pending) >= workers:
+            if len(pending) >= max(workers, in_flight or workers):
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
     finally:
         for future in pending:  # an item failed or the caller stopped early: let the rest finish first
             future.cancel() or future.exception()
-        torch.set_num_threads(threads)
+        torch.set_num_threads(own_threads)

@@ -29,6 +29,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from .decoding import make_decoder
+from .micro_threads import own_ops_on_one_thread
 from .tokenizer import decode_rows, encode_texts
 
 Policy = Callable[[list], list]
@@ -176,8 +177,20 @@ def sample_tokens(
     first_row: dict = {}
     source = torch.as_tensor([first_row.setdefault(tuple(p), len(first_row)) for p in prompts], device=device)  # [B]
     ids, mask = left_pad([list(p) for p in first_row], pad_token_id, device)  # [U, P] each
-    n_rows = len(prompts)
     decoder = make_decoder(model, ids.shape[0], ids.shape[1] + max_new_tokens)
+    # with worker threads (several torch threads, CPU) the decoder's forwards run on them and the
+    # small ops between (the token choice) on this thread alone (own_ops_on_one_thread)
+    with own_ops_on_one_thread(decoder.worker_threads > 1):
+        return _decode(decoder, ids, mask, source, n_rows=len(prompts), temperature=temperature, top_p=top_p,
+                       max_new_tokens=max_new_tokens, stop_token_ids=stop_token_ids, pad_token_id=pad_token_id,
+                       generator=generator, stop_strings=stop_strings, should_stop=should_stop)
+
+
+def _decode(decoder, ids, mask, source, *, n_rows, temperature, top_p, max_new_tokens, stop_token_ids, pad_token_id,
+            generator, stop_strings, should_stop) -> list[tuple[list[int], list[float]]]:
+    """sample_tokens' prefill and token loop on `decoder`: ids, mask [U, P] are the distinct prompts,
+    source [B] the prompt of each of the n_rows output rows."""
+    device = ids.device
     logits = decoder.prefill(ids, mask)  # [U, V]
     if ids.shape[0] < n_rows:
         decoder.keep(source)

@@ -99,3 +99,22 @@ def test_onednn_linear_calls_are_counted_and_replayed(monkeypatch):
     assert sorted(count for count, _ in calls.values()) == [1, 2]
     assert sorted(out.shape for out in replayed) == [(16, 8), (16, 16)]
     assert 0 < kf.floor_seconds(calls) <= sum(seconds for _, seconds in calls.values())
+
+
+def test_kernel_seconds_on_several_threads_is_the_one_thread_time_over_threads(monkeypatch):
+    kf = load_kernel_floor()
+    seen = []  # the torch thread count the call ran at
+    monkeypatch.setattr(kf, "floor_seconds", lambda calls: 3.0)  # a known one-thread kernel time
+
+    def call():
+        seen.append(torch.get_num_threads())
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        # 3.0 s on one thread spread over 2 threads at best: 1.5 s; run at one thread, count put back
+        assert kf.kernel_seconds(call, threads=2) == 1.5
+        assert seen == [1] and torch.get_num_threads() == 2
+        assert kf.kernel_seconds(call) == 3.0 and seen[-1] == 2  # no threads given: as it runs now
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,134 @@
+"""The sampler on worker threads (arena/lm/decoding.py with arena/lm/micro_threads.py): on two torch
+threads the prefill's chunks and a decode step's row blocks run on worker threads of one torch
+thread each, and the results are the one-thread sampler's."""
+import threading
+import time
+
+import pytest
+import torch
+
+from arena.lm import decoding
+from arena.lm.decoding import PREFILL_ROWS, decode_blocks, make_decoder
+from arena.lm.micro_threads import ordered_map, own_ops_on_one_thread
+from arena.lm.model import build_model
+from arena.lm.sampler import left_pad, sample_tokens
+
+V = 48
+
+
+@pytest.fixture
+def threads():
+    """Set torch's intra-op threads for one test; put the count back after it."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+def _prompts() -> list[list[int]]:
+    """70 rows: 3 prefill chunks of 32, 32 and 6 distinct prompts of 3-30 tokens, and 4 rows that
+    repeat a prompt (a group's rows: keep(source) right after the prefill)."""
+    g = torch.Generator().manual_seed(5)
+    lengths = torch.randint(3, 31, (66,), generator=g).tolist()
+    prompts = [torch.randint(3, V, (n,), generator=g).tolist() for n in lengths]
+    return prompts + prompts[:4]
+
+
+def _sample(model, prompts, temperature):
+    # stop tokens 5 and 9: rows end at different steps, so keep() drops rows between steps
+    return sample_tokens(model, prompts, temperature=temperature, max_new_tokens=12, stop_token_ids=[5, 9],
+                         pad_token_id=0, generator=torch.Generator().manual_seed(2))
+
+
+def test_decode_blocks_by_hand():
+    # W = min(threads, n // 16) blocks, at least 1; sizes differ by at most one row, longer blocks first
+    assert decode_blocks(70, 2) == [slice(0, 35), slice(35, 70)]
+    assert decode_blocks(33, 2) == [slice(0, 17), slice(17, 33)]  # 33 // 16 = 2; 33 = 17 + 16
+    assert decode_blocks(31, 2) == [slice(0, 31)]  # 31 // 16 = 1: one block
+    assert decode_blocks(102, 4) == [slice(0, 26), slice(26, 52), slice(52, 77), slice(77, 102)]  # 102 = 26 + 26 + 25 + 25
+    assert decode_blocks(500, 1) == [slice(0, 500)]
+    assert decode_blocks(3, 8) == [slice(0, 3)]
+
+
+def test_prefill_on_two_workers_equals_one_thread_bit_for_bit(threads):
+    # each chunk is the same computation on one torch thread, whichever thread runs it
+    model = build_model(V, size="tiny", seed=4)
+    ids, mask = left_pad(_prompts()[:66], 0, "cpu")  # [66, P] each: chunks of 32, 32 and 2 rows
+    with torch.inference_mode():
+        threads(1)
+        one = make_decoder(model, 66, ids.shape[1] + 4)
+        expected = one.prefill(ids, mask)  # [66, V]
+        threads(2)
+        two = make_decoder(model, 66, ids.shape[1] + 4)
+        assert two.worker_threads == 2
+        with own_ops_on_one_thread():
+            got = two.prefill(ids, mask)  # [66, V]
+    assert torch.equal(got, expected)
+    assert all(torch.equal(a, b) for a, b in zip(two.keys + two.values, one.keys + one.values))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_two_threads_sample_what_one_thread_samples(threads, monkeypatch, temperature):
+    model = build_model(V, size="tiny", seed=4)
+    prompts = _prompts()
+    threads(1)
+    expected = _sample(model, prompts, temperature)
+    calls = []  # (workers, names of the threads that ran the items) of every ordered_map the decoder makes
+
+    def spying_map(fn, items, workers, **kwargs):
+        names = []
+
+        def run(item):
+            names.append(threading.current_thread().name)
+            return fn(item)
+        calls.append((workers, names))
+        return ordered_map(run, items, workers, **kwargs)
+
+    monkeypatch.setattr(decoding, "ordered_map", spying_map)
+    threads(2)
+    got = _sample(model, prompts, temperature)
+    assert torch.get_num_threads() == 2  # put back after the call
+    # the prefill (3 chunks) and the decode steps with >= 32 live rows ran on the two workers
+    assert calls[0][0] == 2 and len(calls[0][1]) == -(-66 // PREFILL_ROWS)
+    assert any(len(names) == 2 for _, names in calls[1:])  # a decode step in two row blocks
+    assert all(name.startswith("micro-batch") for workers, names in calls if workers > 1 for name in names)
+    # the same tokens; log-probs equal up to float rounding: a decode step's row blocks run each product
+    # on fewer rows, and a BLAS may sum a row's products in another order for another row count (on the
+    # machine of run r70 they were bit for bit equal). 1e-4 is ~1000x the rounding of float32 sums of
+    # this model's size and ~1000x below what a wrong cache row gives (log-probs differ by O(1)).
+    assert [tokens for tokens, _ in got] == [tokens for tokens, _ in expected]
+    for (_, logp), (_, want) in zip(got, expected):
+        assert torch.allclose(torch.tensor(logp), torch.tensor(want), rtol=0, atol=1e-4)
+
+
+def test_own_ops_on_one_thread_puts_the_count_back(threads):
+    threads(2)
+    with own_ops_on_one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+    with pytest.raises(RuntimeError, match="inside"):
+        with own_ops_on_one_thread():
+            raise RuntimeError("inside")
+    assert torch.get_num_threads() == 2
+    with own_ops_on_one_thread(enabled=False):
+        assert torch.get_num_threads() == 2
+
+
+def test_ordered_map_carries_inference_mode_and_lets_more_items_run(threads):
+    threads(2)
+    with torch.inference_mode():
+        assert all(list(ordered_map(lambda _: torch.is_inference_mode_enabled(), range(3), workers=2)))
+    # Item 0 waits (up to 2 s) for item 2 to start. With in_flight=3 item 2 is submitted while item 0
+    # still runs, and the worker that finished item 1 takes it: item 0 sees it start. With the default
+    # (in_flight = workers = 2) item 2 is submitted only after item 0's result is taken: item 0 times out.
+    for in_flight, item_2_started_first in ((3, True), (None, False)):
+        started = threading.Event()
+
+        def item(i):
+            if i == 2:
+                started.set()
+            return started.wait(timeout=2.0) if i == 0 else i
+
+        begin = time.perf_counter()
+        out = list(ordered_map(item, range(3), workers=2, in_flight=in_flight))
+        assert out == [item_2_started_first, 1, 2]
+        assert (time.perf_counter() - begin < 1.5) == item_2_started_first
