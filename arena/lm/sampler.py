@@ -178,8 +178,8 @@ def sample_tokens(
     source = torch.as_tensor([first_row.setdefault(tuple(p), len(first_row)) for p in prompts], device=device)  # [B]
     ids, mask = left_pad([list(p) for p in first_row], pad_token_id, device)  # [U, P] each
     decoder = make_decoder(model, ids.shape[0], ids.shape[1] + max_new_tokens)
-    # with worker threads (several torch threads, CPU) the decoder's forwards run on them and the
-    # small ops between (the token choice) on this thread alone (own_ops_on_one_thread)
+    # with worker threads (a large batch, several torch threads, CPU) the decoder's forwards run on
+    # them and this thread's own ops, between them, on one torch thread (own_ops_on_one_thread)
     with own_ops_on_one_thread(decoder.worker_threads > 1):
         return _decode(decoder, ids, mask, source, n_rows=len(prompts), temperature=temperature, top_p=top_p,
                        max_new_tokens=max_new_tokens, stop_token_ids=stop_token_ids, pad_token_id=pad_token_id,

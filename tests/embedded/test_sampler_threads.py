@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from arena.lm import decoding
-from arena.lm.decoding import PREFILL_ROWS, decode_blocks, make_decoder
+from arena.lm.decoding import DECODE_ROWS_PER_WORKER, PREFILL_ROWS, decode_blocks, make_decoder
 from arena.lm.micro_threads import ordered_map, own_ops_on_one_thread
 from arena.lm.model import build_model
 from arena.lm.sampler import left_pad, sample_tokens
@@ -25,26 +25,27 @@ def threads():
 
 
 def _prompts() -> list[list[int]]:
-    """70 rows: 3 prefill chunks of 32, 32 and 6 distinct prompts of 3-30 tokens, and 4 rows that
-    repeat a prompt (a group's rows: keep(source) right after the prefill)."""
+    """260 rows: 256 distinct prompts of 3-30 tokens (8 prefill chunks of 32; 256 // 96 = 2 workers),
+    and 4 rows that repeat a prompt (a group's rows: keep(source) right after the prefill)."""
     g = torch.Generator().manual_seed(5)
-    lengths = torch.randint(3, 31, (66,), generator=g).tolist()
+    lengths = torch.randint(3, 31, (256,), generator=g).tolist()
     prompts = [torch.randint(3, V, (n,), generator=g).tolist() for n in lengths]
     return prompts + prompts[:4]
 
 
 def _sample(model, prompts, temperature):
-    # stop tokens 5 and 9: rows end at different steps, so keep() drops rows between steps
-    return sample_tokens(model, prompts, temperature=temperature, max_new_tokens=12, stop_token_ids=[5, 9],
+    # stop token 5: rows end at different steps, so keep() drops rows between steps
+    return sample_tokens(model, prompts, temperature=temperature, max_new_tokens=12, stop_token_ids=[5],
                          pad_token_id=0, generator=torch.Generator().manual_seed(2))
 
 
 def test_decode_blocks_by_hand():
-    # W = min(threads, n // 16) blocks, at least 1; sizes differ by at most one row, longer blocks first
-    assert decode_blocks(70, 2) == [slice(0, 35), slice(35, 70)]
-    assert decode_blocks(33, 2) == [slice(0, 17), slice(17, 33)]  # 33 // 16 = 2; 33 = 17 + 16
-    assert decode_blocks(31, 2) == [slice(0, 31)]  # 31 // 16 = 1: one block
-    assert decode_blocks(102, 4) == [slice(0, 26), slice(26, 52), slice(52, 77), slice(77, 102)]  # 102 = 26 + 26 + 25 + 25
+    # W = min(threads, n // 96) blocks, at least 1; sizes differ by at most one row, longer blocks first
+    assert DECODE_ROWS_PER_WORKER == 96
+    assert decode_blocks(260, 2) == [slice(0, 130), slice(130, 260)]
+    assert decode_blocks(193, 2) == [slice(0, 97), slice(97, 193)]  # 193 // 96 = 2; 193 = 97 + 96
+    assert decode_blocks(191, 2) == [slice(0, 191)]  # 191 // 96 = 1: one block
+    assert decode_blocks(390, 4) == [slice(0, 98), slice(98, 196), slice(196, 293), slice(293, 390)]  # 98 + 98 + 97 + 97
     assert decode_blocks(500, 1) == [slice(0, 500)]
     assert decode_blocks(3, 8) == [slice(0, 3)]
 
@@ -52,16 +53,16 @@ def test_decode_blocks_by_hand():
 def test_prefill_on_two_workers_equals_one_thread_bit_for_bit(threads):
     # each chunk is the same computation on one torch thread, whichever thread runs it
     model = build_model(V, size="tiny", seed=4)
-    ids, mask = left_pad(_prompts()[:66], 0, "cpu")  # [66, P] each: chunks of 32, 32 and 2 rows
+    ids, mask = left_pad(_prompts()[:256], 0, "cpu")  # [256, P] each: 8 chunks of 32 rows
     with torch.inference_mode():
         threads(1)
-        one = make_decoder(model, 66, ids.shape[1] + 4)
-        expected = one.prefill(ids, mask)  # [66, V]
+        one = make_decoder(model, 256, ids.shape[1] + 4)
+        expected = one.prefill(ids, mask)  # [256, V]
         threads(2)
-        two = make_decoder(model, 66, ids.shape[1] + 4)
-        assert two.worker_threads == 2
+        two = make_decoder(model, 256, ids.shape[1] + 4)
+        assert two.worker_threads == 2 and make_decoder(model, 191, 8).worker_threads == 1  # 191 // 96 = 1
         with own_ops_on_one_thread():
-            got = two.prefill(ids, mask)  # [66, V]
+            got = two.prefill(ids, mask)  # [256, V]
     assert torch.equal(got, expected)
     assert all(torch.equal(a, b) for a, b in zip(two.keys + two.values, one.keys + one.values))
 
@@ -87,8 +88,8 @@ def test_two_threads_sample_what_one_thread_samples(threads, monkeypatch, temper
     threads(2)
     got = _sample(model, prompts, temperature)
     assert torch.get_num_threads() == 2  # put back after the call
-    # the prefill (3 chunks) and the decode steps with >= 32 live rows ran on the two workers
-    assert calls[0][0] == 2 and len(calls[0][1]) == -(-66 // PREFILL_ROWS)
+    # the prefill (8 chunks) and the decode steps with >= 192 live rows ran on the two workers
+    assert calls[0][0] == 2 and len(calls[0][1]) == 256 // PREFILL_ROWS
     assert any(len(names) == 2 for _, names in calls[1:])  # a decode step in two row blocks
     assert all(name.startswith("micro-batch") for workers, names in calls if workers > 1 for name in names)
     # the same tokens; log-probs equal up to float rounding: a decode step's row blocks run each product
