@@ -39,7 +39,7 @@ FAST_MODEL_TYPES = ("qwen3", "qwen2", "llama")
 PREFILL_ROWS = 32  # rows per prefill chunk (bounds its activations)
 # a decode step's rows are cut into worker blocks of at least this many, and a batch of fewer than
 # twice as many uses no worker threads at all: on two threads (run r70) batches of 256 rows sampled in
-# 0.89-0.91 of the time without workers, batches of 128 in 0.97-1.13, of 64 in 1.1-1.3
+# 0.89-0.91 of the time without workers, batches of 128 in 0.97-1.13, of 64 in 1.13-1.43
 DECODE_ROWS_PER_WORKER = 96
 
 
