@@ -5,7 +5,8 @@ attention and elementwise ops split poorly over torch's intra-op threads. Measur
 box of run r69 (docs/testbed.md, "Micro-batches on worker threads"): two intra-op threads ran a
 Sokoban update's forwards and backwards 1.13x faster than one, CPU flash attention of a reply
 (8 queries against ~90 keys) was slower on two threads than on one, while two micro-batches on two
-worker threads of one torch thread each ran 1.35-1.45x faster than one thread.
+worker threads of one torch thread each ran 1.35-1.45x faster than one thread. The sampler's
+decoder (decoding.py) runs a large batch's prefill chunks and decode-step row blocks the same way.
 
 `ordered_map(fn, items, workers)` runs fn on each item and yields the results in the items' order:
 in the calling thread when workers <= 1, else on `workers` threads, with torch's intra-op threads
