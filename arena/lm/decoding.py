@@ -13,9 +13,11 @@ Two decoders share one interface (`prefill`, `step`, `keep`):
 - `HFCacheDecoder`, the generic path for any other causal LM: `model(...)` with a
   DynamicCache, a 2-D attention mask and explicit position ids.
 
-Worker threads: on the CPU with T > 1 torch threads, StaticCacheDecoder runs the prefill's chunks
-and each decode step's row blocks (decode_blocks) on T worker threads of one torch thread each
-(micro_threads.py), and sample_tokens runs its own small ops between on one thread
+Worker threads: on the CPU with T > 1 torch threads and a batch of at least 2 *
+DECODE_ROWS_PER_WORKER distinct prompts, StaticCacheDecoder runs the prefill's chunks, each decode
+step's row blocks (decode_blocks) and the cache compaction's gathers on min(T, batch //
+DECODE_ROWS_PER_WORKER) worker threads of one torch thread each (micro_threads.py, `worker_threads`),
+and sample_tokens runs its own small ops between them on one thread
 (micro_threads.own_ops_on_one_thread). A chunk is the same computation on whichever thread, so the
 prefill equals the one-thread prefill bit for bit; a row block runs each product on fewer rows,
 which a BLAS may round differently (measured equal on the machine of run r70, docs/testbed.md,
@@ -72,8 +74,8 @@ def runs_layer_by_layer(model) -> bool:
 def make_decoder(model, batch: int, max_len: int, *, trim_prefill: bool = True):
     """The fast decoder when the model's architecture allows it, else the generic one.
     `trim_prefill`: the fast decoder's prefill runs the last layer's query, attention and MLP at
-    each prompt's last position only (StaticCacheDecoder.prefill). The fast decoder on the CPU
-    with T > 1 torch threads runs its forwards on T worker threads (`worker_threads`)."""
+    each prompt's last position only (StaticCacheDecoder.prefill). The fast decoder of a large
+    batch on the CPU with T > 1 torch threads runs its forwards on worker threads (module docstring)."""
     if runs_layer_by_layer(model):
         return StaticCacheDecoder(model, batch, max_len, trim_prefill=trim_prefill)
     return HFCacheDecoder(model)

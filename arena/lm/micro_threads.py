@@ -58,12 +58,12 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOLS[workers]
 
 
-def worker_count(n_items: int, device: torch.device | str = "cpu", *, threads: int | None = None) -> int:
-    """Threads for n_items micro-batches: min(torch's intra-op threads (or `threads`), n_items) on
-    the CPU, 1 on any other device (a GPU runs one stream) or when either is 1."""
+def worker_count(n_items: int, device: torch.device | str = "cpu") -> int:
+    """Threads for n_items micro-batches: min(torch's intra-op threads, n_items) on the CPU, 1 on
+    any other device (a GPU runs one stream) or when either is 1."""
     if torch.device(device).type != "cpu":
         return 1
-    return max(1, min(threads or torch.get_num_threads(), n_items))
+    return max(1, min(torch.get_num_threads(), n_items))
 
 
 @contextmanager
