@@ -20,6 +20,8 @@ from typing import Callable, Optional
 
 import torch
 
+from arena.lm.micro_threads import own_ops_on_one_thread
+
 # matmuls (projections, MLP, lm head, their backward) and attention, forward and backward
 KERNELS = (
     "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
@@ -108,9 +110,5 @@ def kernel_seconds(call: Callable[[], object], threads: Optional[int] = None) ->
     1/threads of it."""
     if threads is None:
         return floor_seconds(kernel_calls(call))
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with own_ops_on_one_thread():  # the call on one torch thread, the count put back after
         return floor_seconds(kernel_calls(call)) / threads
-    finally:
-        torch.set_num_threads(before)

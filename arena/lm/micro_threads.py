@@ -97,6 +97,7 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int, *, threa
         return
     own_threads = torch.get_num_threads()
     per_worker = max(1, (threads or own_threads) // workers)
+    limit = max(workers, in_flight or workers)  # items submitted and not yet yielded, at most
     grad_enabled, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
 
     def run(item: T) -> R:
@@ -111,7 +112,7 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int, *, threa
         pool = _pool(workers)
         for item in items:
             pending.append(pool.submit(run, item))
-            if len(pending) >= max(workers, in_flight or workers):
+            if len(pending) >= limit:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()

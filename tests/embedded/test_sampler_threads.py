@@ -16,14 +16,6 @@ from arena.lm.sampler import left_pad, sample_tokens
 V = 48
 
 
-@pytest.fixture
-def threads():
-    """Set torch's intra-op threads for one test; put the count back after it."""
-    before = torch.get_num_threads()
-    yield torch.set_num_threads
-    torch.set_num_threads(before)
-
-
 def _prompts() -> list[list[int]]:
     """260 rows: 256 distinct prompts of 3-30 tokens (8 prefill chunks of 32; 256 // 96 = 2 workers),
     and 4 rows that repeat a prompt (a group's rows: keep(source) right after the prefill)."""

@@ -5,22 +5,14 @@ import threading
 import pytest
 import torch
 
-from arena.lm.micro_threads import ordered_map, worker_count
 from arena.backends.embedded.trainer import fill_logprobs
 from arena.backends.embedded.update import ppo_update
 from arena.lm.logprobs import token_logprobs_and_entropy
+from arena.lm.micro_threads import ordered_map, worker_count
 from arena.lm.model import build_model
 from arena.po.compose import resolve
 
 from .test_micro_batches import _real_batch
-
-
-@pytest.fixture
-def threads():
-    """Set torch's intra-op threads for one test; put the count back after it."""
-    before = torch.get_num_threads()
-    yield torch.set_num_threads
-    torch.set_num_threads(before)
 
 
 def _probe(item):
