@@ -107,13 +107,17 @@ class StaticCacheDecoder:
         self.cos, self.signed_sin = rotary_tables(model, max_len)  # [S, D] each
         p = next(model.parameters())
         shape = (batch, self.kv_heads, max_len, self.head_dim)
-        self.keys = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]  # L x [B, Hkv, S, D]
-        self.values = [torch.zeros_like(k) for k in self.keys]  # L x [B, Hkv, S, D]
+        # not zeroed: a prefill chunk zeroes the slots before its own (_prefill_chunk) and writes the rest of
+        # the prompt's; a decode step writes its slot before reading it. Slots past `length` are never read
+        self.keys = [torch.empty(shape, dtype=p.dtype, device=p.device) for _ in self.layers]  # L x [B, Hkv, S, D]
+        self.values = [torch.empty_like(k) for k in self.keys]  # L x [B, Hkv, S, D]
         # additive attention mask of the cached keys: 0 on a real key, -inf elsewhere (one tensor for
         # every layer and step; SDPA would otherwise turn a boolean mask into this at every call)
         self.key_bias = torch.full((batch, max_len), float("-inf"), dtype=p.dtype, device=p.device)  # [B, S]
         self.length = 0  # cache slots used so far (same for every row)
-        self.pending = None  # [B] after a prefill: the cache row that holds each prompt's row (keep applies it)
+        # after a prefill of unsorted prompts: the cache row that holds each prompt's row, [B], and the
+        # prompt in each cache row, [B] (steps run the rows in cache order; the next keep applies them)
+        self.pending = self.cache_order = None
         # worker threads of one torch thread each (micro_threads.py) for the prefill's chunks and a
         # decode step's row blocks: each writes and reads its own cache rows
         self.worker_threads = worker_count(batch // DECODE_ROWS_PER_WORKER, p.device)
@@ -128,8 +132,9 @@ class StaticCacheDecoder:
         an invalid key (key_bias -inf), so decode steps see the same keys at the same positions as
         one forward pass of the padded sequence. Chunk c goes to the cache rows c * PREFILL_ROWS
         onwards (sorted order: slices, not scattered rows); `pending` maps each prompt to its cache
-        row, and the next `keep` or `step` puts the rows back in order (a `keep` right after the
-        prefill, as for a group's repeated prompts, costs no extra copy). The chunks are independent
+        row, and the next `keep` puts the rows back in order as it copies them (a `keep` right after
+        the prefill, as for a group's repeated prompts, or when the first rows finish, costs no extra
+        copy); a `step` before it runs the rows in the cache's order. The chunks are independent
         (each writes its own cache rows and returns its own logits): with worker threads
         (`worker_threads` > 1) they run on them, one torch thread each, in the same order of results."""
         n_rows, n_prompt = ids.shape
@@ -161,6 +166,7 @@ class StaticCacheDecoder:
         self.length = n_prompt
         identity = torch.arange(n_rows, device=order.device)  # [B]
         self.pending = None if torch.equal(order, identity) else order.argsort()  # [B]: cache row of prompt b
+        self.cache_order = None if self.pending is None else order  # [B]: prompt in cache row r
         return logits  # [B, V]
 
     def _prefill_chunk(self, ids: torch.Tensor, lengths: torch.Tensor, *, start: int, rows: slice) -> torch.Tensor:
@@ -176,6 +182,9 @@ class StaticCacheDecoder:
         real = torch.arange(width, device=ids.device) < lengths[:, None]  # [b, W]
         self.key_bias[rows, start:stop].masked_fill_(real, 0.0)
         read = (torch.arange(batch, device=ids.device), lengths - 1)  # (row, position) of each logit read
+        if start > 0:  # the slots before this chunk's: no key of these rows (key_bias -inf), but read as 0 * v
+            for cache in self.keys + self.values:
+                cache[rows, :, :start].zero_()
         hidden = self.base.embed_tokens(ids)  # [b, W, H]
         cos, sin = self.cos[None, None, :width], self.signed_sin[None, None, :width]  # [1, 1, W, D] each
         last = len(self.layers) - 1
@@ -209,9 +218,13 @@ class StaticCacheDecoder:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Append one token per row (tokens, positions: [B]); return next-token logits [B, V].
         On several torch threads (CPU) the rows are cut into one block per worker thread
-        (decode_blocks), each run through the model by `_forward` on its own cache rows."""
+        (decode_blocks), each run through the model by `_forward` on its own cache rows.
+        Right after a prefill whose prompts it sorted, the rows run in the cache's order (tokens and
+        positions taken in that order, the logits put back in the prompts'), not the cache put back in
+        the prompts' order: one gather of [B] and one of the logits instead of one of every cache
+        tensor; each row's numbers do not depend on where it sits in the batch."""
         if self.pending is not None:
-            self.keep(torch.arange(tokens.shape[0], device=tokens.device))
+            tokens, positions = tokens[self.cache_order], positions[self.cache_order]  # [B] each, cache order
         slot = self.length
         self.key_bias[:, slot] = 0.0
         self.length += 1
@@ -221,20 +234,23 @@ class StaticCacheDecoder:
             return self._forward(tokens[rows, None], positions[rows, None], start=slot, rows=rows)[:, -1]  # [b, V]
 
         if len(blocks) == 1:
-            return forward_block(blocks[0])  # [B, V]
-        return torch.cat(list(ordered_map(forward_block, blocks, len(blocks), threads=self.worker_threads)))  # [B, V]
+            logits = forward_block(blocks[0])  # [B, V]
+        else:
+            logits = torch.cat(list(ordered_map(forward_block, blocks, len(blocks), threads=self.worker_threads)))  # [B, V]
+        return logits if self.pending is None else logits.index_select(0, self.pending)  # [B, V], prompts' order
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep the rows `rows` (of the prompts' order), in that order: drops finished rows, or
         repeats rows."""
         if self.pending is not None:
-            rows, self.pending = self.pending[rows], None  # [B']: their cache rows
+            rows, self.pending, self.cache_order = self.pending[rows], None, None  # [B']: their cache rows
         n_layers = len(self.keys)
-        # one gather per layer's keys and values (2L copies; on worker threads when there are several)
-        gathered = list(ordered_map(lambda cache: cache[rows], self.keys + self.values,
+        # one gather per layer's keys and values (2L copies; on worker threads when there are several);
+        # index_select, not cache[rows]: the same copy, 3.5x faster on the CPU (docs/testbed.md, run r71)
+        gathered = list(ordered_map(lambda cache: cache.index_select(0, rows), self.keys + self.values,
                                     min(self.worker_threads, 2 * n_layers), threads=self.worker_threads))
         self.keys, self.values = gathered[:n_layers], gathered[n_layers:]  # L x [B', Hkv, S, D] each
-        self.key_bias = self.key_bias[rows]  # [B', S]
+        self.key_bias = self.key_bias.index_select(0, rows)  # [B', S]
 
     def _forward(self, ids, positions, *, start: int, rows: slice) -> torch.Tensor:
         """Run one new token per row, ids [b, 1] at positions [b, 1] (the cache rows `rows`), through

@@ -83,7 +83,8 @@ def choose_tokens(logits: torch.Tensor, *, temperature: float, top_p: float, gen
         logp = torch.log_softmax(logits.float(), dim=-1)  # [B, V]
         tokens = logp.argmax(dim=-1)  # [B]
     else:
-        logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, V]
+        scaled = logits.float() if temperature == 1 else logits.float() / temperature  # [B, V] (x / 1 = x exactly)
+        logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
         tokens = draw_from(top_p_filter(logp, top_p).exp(), generator)  # [B]
     return tokens, logp.gather(-1, tokens[:, None])[:, 0]  # [B], [B]
 
