@@ -22,7 +22,9 @@ and sample_tokens runs its own small ops between them on one thread
 prefill equals the one-thread prefill bit for bit; a row block runs each product on fewer rows,
 which a BLAS may round differently (measured equal on the machine of run r70, docs/testbed.md,
 "The sampler on worker threads"). Two intra-op threads split a decode step's small products and its
-attention of one query per row poorly.
+attention of one query per row poorly; a smaller batch on several intra-op threads takes that
+attention as two batched products and a softmax (`attention_by_matmul`: the same formula, other
+rounding; docs/testbed.md, "The sampler's cache copies").
 
 Both take left-padded prompts. Positions count real tokens only:
 position(b, j) = (number of real prompt tokens of row b up to j) - 1, and generated token t of
@@ -121,6 +123,11 @@ class StaticCacheDecoder:
         # worker threads of one torch thread each (micro_threads.py) for the prefill's chunks and a
         # decode step's row blocks: each writes and reads its own cache rows
         self.worker_threads = worker_count(batch // DECODE_ROWS_PER_WORKER, p.device)
+        # a decode step on several intra-op threads (CPU, no worker threads) takes its attention as two
+        # batched products and a softmax: CPU flash attention of one query per row ran slower on two
+        # threads than on one (docs/testbed.md, "The sampler's cache copies"). Its rounding differs, so
+        # one thread and worker threads (one torch thread each) keep flash attention and their numbers
+        self.attention_by_matmul = p.device.type == "cpu" and self.worker_threads == 1 and torch.get_num_threads() > 1
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Logits of the next token after each (left-padded) prompt. ids, mask: [B, P].
@@ -283,7 +290,13 @@ class StaticCacheDecoder:
         if n_new == 1:
             # One query per row: the G heads of a group become G query rows against the same K/V (no copy).
             q = q.reshape(batch, self.kv_heads, group, dim)  # [B, Hkv, G, D]
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)  # [B, Hkv, G, D]
+            if self.attention_by_matmul:
+                # the same formula as two batched products: scores = q k^T * scale + bias (-inf on the
+                # keys a row may not see, exp(-inf) = 0 in the softmax), out = softmax(scores) v
+                scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(scale).add_(bias)  # [B, Hkv, G, S]
+                out = torch.softmax(scores, dim=-1).matmul(values)  # [B, Hkv, G, D]
+            else:
+                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)  # [B, Hkv, G, D]
             return out.reshape(batch, 1, self.heads, dim)  # [B, 1, Hq, D]
         # Prefill: SDPA reads the grouped K/V heads itself (as arena/lm/attention.py); with no mask
         # tensor its causal kernel skips the key blocks after each query block

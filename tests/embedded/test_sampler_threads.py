@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from arena.lm import decoding
+from arena.lm import decoding, sampler
 from arena.lm.decoding import DECODE_ROWS_PER_WORKER, PREFILL_ROWS, decode_blocks, make_decoder
 from arena.lm.micro_threads import ordered_map, own_ops_on_one_thread
 from arena.lm.model import build_model
@@ -128,3 +128,55 @@ def test_ordered_map_carries_inference_mode_and_lets_more_items_run(threads):
         out = list(ordered_map(item, range(3), workers=2, in_flight=in_flight))
         assert out == [item_2_started_first, 1, 2]
         assert (time.perf_counter() - begin < 1.5) == item_2_started_first
+
+
+def test_matmul_attention_only_on_intra_op_threads(threads):
+    # several torch threads and no worker threads (< 192 distinct prompts): matmul attention; one thread
+    # or worker threads (each one torch thread): CPU flash attention, the numbers of before
+    model = build_model(V, size="tiny", seed=4)
+    threads(1)
+    assert not make_decoder(model, 64, 8).attention_by_matmul
+    threads(2)
+    assert make_decoder(model, 64, 8).attention_by_matmul
+    assert not make_decoder(model, 2 * DECODE_ROWS_PER_WORKER, 8).attention_by_matmul  # 2 workers
+
+
+def test_matmul_attention_is_flash_attention_up_to_rounding(threads):
+    threads(2)
+    model = build_model(V, size="tiny", seed=4)
+    decoder = make_decoder(model, 6, 12)
+    assert decoder.attention_by_matmul
+    g = torch.Generator().manual_seed(9)
+    heads, kv_heads, dim = decoder.heads, decoder.kv_heads, decoder.head_dim
+    q = torch.randn(6, heads, 1, dim, generator=g)  # [B, Hq, 1, D]
+    keys, values = (torch.randn(6, kv_heads, 12, dim, generator=g) for _ in range(2))  # [B, Hkv, S, D] each
+    # row b may see keys b .. 11 (row 5 sees 7 keys); the hidden keys and values are huge, so one
+    # that leaked into a row's sum would move its output by ~1e4, not ~1e-7
+    bias = torch.zeros(6, 1, 1, 12)  # [B, 1, 1, S]
+    for b in range(6):
+        bias[b, ..., :b] = float("-inf")
+        keys[b, :, :b], values[b, :, :b] = 1e4, 1e4
+    with torch.inference_mode():
+        got = decoder._attend(q, keys, values, bias, 0.25)  # [B, 1, Hq, D]
+        decoder.attention_by_matmul = False
+        want = decoder._attend(q, keys, values, bias, 0.25)  # [B, 1, Hq, D]: CPU flash attention
+    # outputs are averages of N(0, 1) values: |out| < ~3, so float32 rounding stays near 1e-7
+    assert got.shape == want.shape == (6, 1, heads, dim)
+    assert torch.allclose(got, want, rtol=0, atol=1e-5)
+
+
+def test_two_intra_op_threads_sample_what_one_thread_samples(threads, monkeypatch):
+    # 64 distinct prompts: no worker threads at two threads, so the decode steps take matmul attention
+    model = build_model(V, size="tiny", seed=4)
+    prompts = _prompts()[:64]
+    threads(1)
+    expected = _sample(model, prompts, 1.0)
+    made = []
+    monkeypatch.setattr(sampler, "make_decoder", lambda *a, **k: made.append(make_decoder(*a, **k)) or made[-1])
+    threads(2)
+    got = _sample(model, prompts, 1.0)
+    assert len(made) == 1 and made[0].attention_by_matmul
+    # the same tokens, log-probs up to float rounding (1e-4: as in the worker-thread test above)
+    assert [tokens for tokens, _ in got] == [tokens for tokens, _ in expected]
+    for (_, logp), (_, want) in zip(got, expected):
+        assert torch.allclose(torch.tensor(logp), torch.tensor(want), rtol=0, atol=1e-4)
