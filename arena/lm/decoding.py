@@ -253,7 +253,8 @@ class StaticCacheDecoder:
             rows, self.pending, self.cache_order = self.pending[rows], None, None  # [B']: their cache rows
         n_layers = len(self.keys)
         # one gather per layer's keys and values (2L copies; on worker threads when there are several);
-        # index_select, not cache[rows]: the same copy, 3.5x faster on the CPU (docs/testbed.md, run r71)
+        # index_select, not cache[rows]: the same copy, 3.5x faster on the CPU (docs/testbed.md, "The
+        # sampler's cache copies")
         gathered = list(ordered_map(lambda cache: cache.index_select(0, rows), self.keys + self.values,
                                     min(self.worker_threads, 2 * n_layers), threads=self.worker_threads))
         self.keys, self.values = gathered[:n_layers], gathered[n_layers:]  # L x [B', Hkv, S, D] each
