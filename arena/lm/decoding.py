@@ -126,8 +126,11 @@ class StaticCacheDecoder:
         # a decode step on several intra-op threads (CPU, no worker threads) takes its attention as two
         # batched products and a softmax: CPU flash attention of one query per row ran slower on two
         # threads than on one (docs/testbed.md, "The sampler's cache copies"). Its rounding differs, so
-        # one thread and worker threads (one torch thread each) keep flash attention and their numbers
-        self.attention_by_matmul = p.device.type == "cpu" and self.worker_threads == 1 and torch.get_num_threads() > 1
+        # one thread and worker threads (one torch thread each) keep flash attention and their numbers.
+        # float32 only: in a lower precision its softmax would run in that precision, where flash
+        # attention accumulates in float32
+        self.attention_by_matmul = (p.device.type == "cpu" and p.dtype == torch.float32 and self.worker_threads == 1
+                                    and torch.get_num_threads() > 1)
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Logits of the next token after each (left-padded) prompt. ids, mask: [B, P].

@@ -139,6 +139,7 @@ def test_matmul_attention_only_on_intra_op_threads(threads):
     threads(2)
     assert make_decoder(model, 64, 8).attention_by_matmul
     assert not make_decoder(model, 2 * DECODE_ROWS_PER_WORKER, 8).attention_by_matmul  # 2 workers
+    assert not make_decoder(model.to(torch.bfloat16), 64, 8).attention_by_matmul  # float32 only
 
 
 def test_matmul_attention_is_flash_attention_up_to_rounding(threads):
