@@ -37,6 +37,10 @@ def episode_file(run_path: Path, index: int) -> Path:
     return Path(run_path) / EPISODES_DIR / f"{index:07d}.json"
 
 
+def turn_log_file(run_path: Path, index: int) -> Path:
+    return Path(run_path) / EPISODES_DIR / f"{index:07d}.partial.jsonl"
+
+
 def load_cached(run_path: Path, eval_id: Optional[str] = None) -> dict[int, dict]:
     """Every complete episode record in the run folder, by episode index; with `eval_id`, only
     the records that eval wrote (a record naming another eval is never adopted)."""
@@ -64,6 +68,19 @@ def foreign_episodes(run_path: Path, eval_id: str) -> list[str]:
     return foreign + sorted(p.name for p in folder.glob("*.partial.jsonl"))
 
 
+def drop_finished_turn_logs(run_path: Path, finished) -> list[int]:
+    """Delete the turn logs of episodes whose record is cached: a process killed between writing
+    an episode's record and deleting its log leaves one behind, stale (the record holds every turn
+    in it). Returns the episode indices whose log was deleted."""
+    dropped = []
+    for index in sorted(finished):
+        log = turn_log_file(run_path, index)
+        if log.exists():
+            log.unlink()
+            dropped.append(index)
+    return dropped
+
+
 def write_episode(run_path: Path, record: dict, eval_id: Optional[str] = None) -> None:
     """Cache one complete record; `eval_id` is written into it (the report pools by it)."""
     if eval_id is not None:
@@ -82,7 +99,7 @@ class TurnLog:
     """The decisions of one unfinished episode, one JSON line per turn (module docstring)."""
 
     def __init__(self, run_path: Path, index: int):
-        self.path = Path(run_path) / EPISODES_DIR / f"{index:07d}.partial.jsonl"
+        self.path = turn_log_file(run_path, index)
         self.pending: list[dict] = []
         self.replayed = 0
         if not self.path.exists():

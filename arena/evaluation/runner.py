@@ -28,8 +28,9 @@ from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
-from .episodes import (EPISODES_DIR, TurnLog, foreign_episodes, load_cached, play_chat_episode, records_from_batch,
-                       success_ci, totals, write_episode)
+from .episodes import (EPISODES_DIR, TurnLog, drop_finished_turn_logs, episode_file, foreign_episodes,
+                       load_cached, play_chat_episode, records_from_batch, success_ci, totals, turn_log_file,
+                       write_episode)
 from .options import BadEvalInput, EvalOptions, build_options, checkpoint_dir, eval_dir, eval_id, pool_id, split_args
 
 
@@ -258,10 +259,9 @@ def set_aside_stale_summary(run: RunFolder) -> None:
 def set_aside_malformed(run: RunFolder, options: EvalOptions, played: list[int], log: Callable) -> int:
     """Every reply of this run was malformed: the episodes played with them (complete or
     partial) move to episodes.malformed-<time>/, error.txt names the cause; exit 1."""
-    source = run.path / EPISODES_DIR
     target = run.path / f"{EPISODES_DIR}.malformed-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     for index in played:
-        for path in (source / f"{index:07d}.json", source / f"{index:07d}.partial.jsonl"):
+        for path in (episode_file(run.path, index), turn_log_file(run.path, index)):
             if path.exists():
                 target.mkdir(parents=True, exist_ok=True)
                 os.replace(path, target / path.name)
@@ -317,6 +317,7 @@ def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log:
     set_aside_stale_summary(run)
     indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
     cached = load_cached(run.path, ident)
+    drop_finished_turn_logs(run.path, cached)  # left by a kill between an episode's record and its log's deletion
     pending = [i for i in indices if i not in cached]
     log(f"[eval] {options.label} / {options.paradigm} on {cfg.env.name}: {len(indices)} episodes "
         f"({len(indices) - len(pending)} cached, {len(pending)} to play) -> {run.path}")

@@ -75,6 +75,30 @@ def test_failed_episodes_are_retried_on_rerun_and_done_ones_never_repaid(fake_ke
         assert len(first.log) == start
 
 
+def test_a_turn_log_left_beside_a_cached_record_is_deleted_on_rerun(fake_key, tmp_path):
+    """A kill between writing an episode's record and deleting its turn log leaves the log
+    behind. Made here by hand: three episodes cached (request 9 fails the fourth with a 400, as
+    above), then a turn log planted beside one cached record. The rerun must delete it, play only
+    the failed episode, and leave that record as it was."""
+    from arena.evaluation.episodes import turn_log_file
+
+    server = FaultServer({9: "400"})
+    out = tmp_path / "e"
+    with running_server(server.app()) as url:
+        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 1
+        cached = load_cached(out)
+        (failed,) = set(range(4)) - set(cached)
+        done = min(cached)
+        stale = turn_log_file(out, done)
+        stale.write_text(json.dumps({"prompt_sha": "0" * 16, "text": "x", "chosen_agent": 0, "replies": []}) + "\n")
+        start, server.plan = len(server.log), {}
+        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
+        rerun_episodes = {tag.rsplit(":", 1)[1] for tag, _ in server.log[start:]}
+    assert rerun_episodes == {str(failed)}
+    assert not list((out / "episodes").glob("*.partial.jsonl"))
+    assert load_cached(out)[done] == cached[done]
+
+
 def test_the_key_is_never_written_or_printed(fake_key, tmp_path, capfd):
     server = FaultServer({3: "500", 4: "malformed"})
     lines = []
