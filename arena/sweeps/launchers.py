@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import submitit
+from submitit.core.logger import get_logger
+from submitit.slurm.slurm import SlurmJobEnvironment
 
 from arena.config.launchers import (KEYS, KINDS, check_launcher_keys, launcher_config,  # noqa: F401 (re-exported)
                                     launcher_names)
@@ -147,17 +151,37 @@ def _slurm_executor(settings: dict, folder: Path, *, timeout: int, threads: int,
     return executor
 
 
+_SUBMITIT_REQUEUE = SlurmJobEnvironment._requeue
+
+
+def requeue_even_if_scontrol_is_terminated(env: SlurmJobEnvironment, countdown: int) -> None:
+    """submitit's requeue of a SLURM job from inside it (`scontrol requeue <job id>`), except that an
+    `scontrol` killed by SIGTERM counts as done. SLURM requeues the job and at once sends SIGTERM to
+    every process of the job, `scontrol` itself included when it has not exited yet; submitit then
+    raised inside its signal handler and wrote a failed result for a job that SLURM had requeued
+    (docs/testbed.md, "The SLURM requeue's own SIGTERM"). Any other failure of `scontrol` raises."""
+    try:
+        _SUBMITIT_REQUEUE(env, countdown)
+    except subprocess.CalledProcessError as error:
+        if error.returncode != -signal.SIGTERM:
+            raise
+        get_logger().info(f"Requeued job {env.job_id} ({countdown} remaining timeouts; scontrol was terminated by "
+                          "the requeue's SIGTERM)")
+
+
 class CheckpointableJob(submitit.helpers.Checkpointable):
     """Runs `fn()` in a job; on preemption/timeout submitit requeues a fresh copy of it.
 
     `fn` is any picklable callable (e.g. `functools.partial(run_cell, cfg_dict)`) that resumes
-    from its own on-disk checkpoint, so the requeued job carries no in-memory state.
+    from its own on-disk checkpoint, so the requeued job carries no in-memory state. Inside the
+    job, submitit's SLURM requeue is `requeue_even_if_scontrol_is_terminated`.
     """
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
 
     def __call__(self) -> Any:
+        SlurmJobEnvironment._requeue = requeue_even_if_scontrol_is_terminated  # in the process that runs the job
         return self.fn()
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:

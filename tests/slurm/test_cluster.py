@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -67,6 +68,18 @@ def count_steps(progress_file: str, n: int, step_s: float) -> dict:
     return state
 
 
+def count_steps_with_a_terminated_scontrol(wrapper_dir: str, real_scontrol: str, progress_file: str, n: int,
+                                           step_s: float) -> dict:
+    """count_steps, with `scontrol` on this job's PATH a wrapper that runs the real one and then
+    kills itself with SIGTERM: the race where SLURM's SIGTERM of the requeued job reaches
+    submitit's `scontrol requeue` before it exits, made certain."""
+    wrapper = Path(wrapper_dir, "scontrol")
+    wrapper.write_text(f'#!/bin/sh\n"{real_scontrol}" "$@"\nkill -TERM $$\n')
+    wrapper.chmod(0o755)
+    os.environ["PATH"] = f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}"
+    return count_steps(progress_file, n, step_s)
+
+
 def raise_value_error(tag: str) -> None:
     raise ValueError(f"cell exploded: {tag}")
 
@@ -99,11 +112,18 @@ def read_progress(path: Path) -> dict:
         return {"i": 0, "starts": []}
 
 
-def interrupt_and_resume(tmp_path: Path, *, timeout: bool, timeout_min: int) -> tuple[dict, int, str]:
-    """Run count_steps, interrupt it after >= 3 steps, and return (result, i at interrupt, log)."""
+def interrupt_and_resume(tmp_path: Path, *, timeout: bool, timeout_min: int,
+                         terminated_scontrol: bool = False) -> tuple[dict, int, str]:
+    """Run count_steps (or count_steps_with_a_terminated_scontrol), interrupt it after >= 3 steps,
+    and return (result, i at interrupt, log)."""
     progress = tmp_path / "progress.json"
     executor = ci_executor(tmp_path / "jobs", timeout_min=timeout_min)
-    job = executor.submit(CheckpointableJob(functools.partial(count_steps, str(progress), 16, 0.5)))
+    fn = functools.partial(count_steps, str(progress), 16, 0.5)
+    if terminated_scontrol:
+        (tmp_path / "bin").mkdir()
+        fn = functools.partial(count_steps_with_a_terminated_scontrol, str(tmp_path / "bin"),
+                               shutil.which("scontrol"), str(progress), 16, 0.5)
+    job = executor.submit(CheckpointableJob(fn))
     wait_until(lambda: read_progress(progress)["i"] >= 3, 60, "3 steps before the interrupt")
     job._interrupt(timeout=timeout)  # scancel --signal [SIGTERM then] USR2, like SLURM does
     i_at_interrupt = read_progress(progress)["i"]
@@ -171,6 +191,16 @@ def test_preemption_checkpoints_requeues_and_resumes_from_disk(slurm_cluster, tm
     assert result["restarts"] == [None, "1"]
     assert result["starts"][0] == 0 and i_at_interrupt <= result["starts"][1] < 16
     assert "this job is preempted" in log and "(3 remaining timeouts)" in log
+
+
+def test_a_requeue_whose_scontrol_is_terminated_still_resumes(slurm_cluster, tmp_path):
+    # the requeue's SIGTERM kills `scontrol requeue` before it exits (forced here): submitit alone
+    # raised inside its signal handler and the job failed (arena.sweeps.launchers)
+    result, i_at_interrupt, log = interrupt_and_resume(tmp_path, timeout=False, timeout_min=30,
+                                                       terminated_scontrol=True)
+    assert result["i"] == 16 and result["restarts"] == [None, "1"]
+    assert result["starts"][0] == 0 and i_at_interrupt <= result["starts"][1] < 16
+    assert "scontrol was terminated by the requeue's SIGTERM" in log
 
 
 def test_timeout_requeues_and_resumes(slurm_cluster, tmp_path):

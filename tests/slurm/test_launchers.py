@@ -8,7 +8,8 @@ import pytest
 import submitit
 
 from arena.sweeps.launchers import (CheckpointableJob, job_parallelism, launcher_config, launcher_names,
-                                    make_executor, slurm_parameters, snapshot_code)
+                                    make_executor, requeue_even_if_scontrol_is_terminated, slurm_parameters,
+                                    snapshot_code)
 
 
 def pid_and_threads(offset: int) -> tuple[int, str | None, int]:
@@ -73,6 +74,45 @@ def test_checkpoint_resubmits_a_fresh_wrapper_of_the_same_function():
     assert isinstance(delayed, submitit.helpers.DelayedSubmission)
     assert isinstance(delayed.function, CheckpointableJob) and delayed.function is not job
     assert delayed.function.fn is fn and delayed.result()[2] == 10
+
+
+def fake_scontrol(folder, body: str) -> str:
+    """A PATH whose `scontrol` runs `body` (sh) and records its arguments in folder/args."""
+    script = folder / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$@" > {folder}/args\n{body}\n')
+    script.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("body, raises", [
+    ("exit 0", False),  # requeued
+    ("kill -TERM $$", False),  # SLURM's SIGTERM of the requeued job reached scontrol before it exited
+    ("exit 1", True),  # scontrol failed: submitit's error stands
+    ("kill -INT $$", True),  # another signal: not the requeue's
+])
+def test_requeue_counts_a_terminated_scontrol_as_requeued(tmp_path, monkeypatch, body, raises):
+    import subprocess
+
+    from submitit.slurm.slurm import SlurmJobEnvironment
+
+    monkeypatch.setenv("PATH", fake_scontrol(tmp_path, body))
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    env = SlurmJobEnvironment()
+    if raises:
+        with pytest.raises(subprocess.CalledProcessError):
+            requeue_even_if_scontrol_is_terminated(env, 3)
+    else:
+        requeue_even_if_scontrol_is_terminated(env, 3)
+    assert (tmp_path / "args").read_text() == "requeue 77\n"
+
+
+def test_a_job_requeues_through_the_sigterm_tolerant_requeue(monkeypatch):
+    from submitit.slurm.slurm import SlurmJobEnvironment
+
+    monkeypatch.setattr(SlurmJobEnvironment, "_requeue", SlurmJobEnvironment._requeue)  # restored after the test
+    assert CheckpointableJob(functools.partial(pid_and_threads, 1))()[2] == 2
+    assert SlurmJobEnvironment._requeue is requeue_even_if_scontrol_is_terminated
 
 
 def test_snapshot_copies_the_package_without_bytecode(tmp_path):
