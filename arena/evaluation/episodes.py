@@ -68,17 +68,12 @@ def foreign_episodes(run_path: Path, eval_id: str) -> list[str]:
     return foreign + sorted(p.name for p in folder.glob("*.partial.jsonl"))
 
 
-def drop_finished_turn_logs(run_path: Path, finished) -> list[int]:
-    """Delete the turn logs of episodes whose record is cached: a process killed between writing
-    an episode's record and deleting its log leaves one behind, stale (the record holds every turn
-    in it). Returns the episode indices whose log was deleted."""
-    dropped = []
-    for index in sorted(finished):
-        log = turn_log_file(run_path, index)
-        if log.exists():
-            log.unlink()
-            dropped.append(index)
-    return dropped
+def drop_finished_turn_logs(run_path: Path, finished) -> None:
+    """Delete the turn logs of the episodes `finished` (whose records are cached): a process killed
+    between writing an episode's record and deleting its log leaves one behind, stale (the record
+    holds every turn in it)."""
+    for index in finished:
+        turn_log_file(run_path, index).unlink(missing_ok=True)
 
 
 def write_episode(run_path: Path, record: dict, eval_id: Optional[str] = None) -> None:
