@@ -21,6 +21,7 @@ import yaml
 from arena.config import BadConfig, load_config, to_plain
 from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
 from arena.runs import RunFolder, atomic_write_text
+from arena.runs.atomic import remove_temps_of_killed_writes
 from arena.runs.provenance import provenance
 from arena.sweeps.ledger import CellLock
 
@@ -318,6 +319,8 @@ def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log:
     indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
     cached = load_cached(run.path, ident)
     drop_finished_turn_logs(run.path, cached)  # left by a kill between an episode's record and its log's deletion
+    # a kill mid-write leaves a hidden temp file of a record; only this process (it holds the lock) writes here
+    remove_temps_of_killed_writes(run.path / EPISODES_DIR)
     pending = [i for i in indices if i not in cached]
     log(f"[eval] {options.label} / {options.paradigm} on {cfg.env.name}: {len(indices)} episodes "
         f"({len(indices) - len(pending)} cached, {len(pending)} to play) -> {run.path}")

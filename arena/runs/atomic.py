@@ -102,6 +102,18 @@ def atomic_write_with(path: str | os.PathLike, write: Callable[[str], None]) -> 
     return path
 
 
+def remove_temps_of_killed_writes(folder: str | os.PathLike) -> None:
+    """Delete the temp files that atomic_write_with leaves in `folder` (not below it) when its process
+    is killed between creating one and renaming it onto its name: `.<name>.<random>.tmp`. Their content
+    never reached its name (the write is redone, or was not needed). Only a process that holds the
+    folder's lock may call it: another writer's temp file in flight would be deleted under it."""
+    folder = Path(folder)
+    if folder.is_dir():
+        for tmp in folder.glob(".*.tmp"):
+            if tmp.is_file() and not tmp.is_symlink():
+                tmp.unlink(missing_ok=True)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_with(path, lambda tmp: Path(tmp).write_text(text))
 

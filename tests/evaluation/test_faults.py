@@ -77,10 +77,11 @@ def test_failed_episodes_are_retried_on_rerun_and_done_ones_never_repaid(fake_ke
 
 def test_a_turn_log_left_beside_a_cached_record_is_deleted_on_rerun(fake_key, tmp_path):
     """A kill between writing an episode's record and deleting its turn log leaves the log
-    behind. Made here by hand: three episodes cached (request 9 fails the fourth with a 400, as
-    above), then a turn log planted beside one cached record. The rerun must delete it, play only
-    the failed episode, and leave that record as it was."""
-    from arena.evaluation.episodes import turn_log_file
+    behind; a kill inside a record's atomic write leaves its hidden temp file. Made here by hand:
+    three episodes cached (request 9 fails the fourth with a 400, as above), then a turn log
+    planted beside one cached record and a temp file of the failed episode's record. The rerun
+    must delete both, play only the failed episode, and leave the cached record as it was."""
+    from arena.evaluation.episodes import episode_file, turn_log_file
 
     server = FaultServer({9: "400"})
     out = tmp_path / "e"
@@ -91,11 +92,15 @@ def test_a_turn_log_left_beside_a_cached_record_is_deleted_on_rerun(fake_key, tm
         done = min(cached)
         stale = turn_log_file(out, done)
         stale.write_text(json.dumps({"prompt_sha": "0" * 16, "text": "x", "chosen_agent": 0, "replies": []}) + "\n")
+        # and the hidden temp file of a record whose write was killed before its rename (atomic_write_with)
+        killed_write = out / "episodes" / f".{episode_file(out, failed).name}.k1ll3d.tmp"
+        killed_write.write_text("{")
         start, server.plan = len(server.log), {}
         assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
         rerun_episodes = {tag.rsplit(":", 1)[1] for tag, _ in server.log[start:]}
     assert rerun_episodes == {str(failed)}
     assert not list((out / "episodes").glob("*.partial.jsonl"))
+    assert not killed_write.exists()
     assert load_cached(out)[done] == cached[done]
 
 

@@ -59,6 +59,7 @@ def test_kill_and_rerun_pays_no_episode_twice(tmp_path):
     lost = {i: paid[str(i)] - final[i]["requests"] for i in final}
     assert all(0 <= extra <= 1 for extra in lost.values()) and sum(lost.values()) <= 2, lost
     assert not list((out / "episodes").glob("*.partial.jsonl"))
+    assert not list((out / "episodes").glob(".*.tmp"))  # a kill mid-write left no temp file behind
     assert all(final[i] == cached[i] for i in cached)  # the cached records were not rewritten
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_eval"] == 10 and summary["retries"] >= 1
