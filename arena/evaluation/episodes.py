@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from arena.agent.projection import extract_action, project
 from arena.agent.prompts import render_prompt, task_from_obs
 from arena.runs import atomic_write_json, atomic_write_text
-from arena.runs.atomic import append_text
+from arena.runs.atomic import append_text, remove_temps_of_killed_writes
 
 from .client import Reply
 from .debate import TurnDecision
@@ -68,12 +68,15 @@ def foreign_episodes(run_path: Path, eval_id: str) -> list[str]:
     return foreign + sorted(p.name for p in folder.glob("*.partial.jsonl"))
 
 
-def drop_finished_turn_logs(run_path: Path, finished) -> None:
-    """Delete the turn logs of the episodes `finished` (whose records are cached): a process killed
-    between writing an episode's record and deleting its log leaves one behind, stale (the record
-    holds every turn in it)."""
+def drop_leftovers_of_kills(run_path: Path, finished) -> None:
+    """What a killed eval leaves in its episodes folder, deleted before a rerun plays (the caller holds
+    the eval folder's lock, so no other process writes there):
+    - the turn logs of the episodes `finished` (whose records are cached): a kill between writing an
+      episode's record and deleting its log leaves the log, stale (the record holds every turn in it);
+    - the hidden temp file of a record whose atomic write was killed before its rename."""
     for index in finished:
         turn_log_file(run_path, index).unlink(missing_ok=True)
+    remove_temps_of_killed_writes(Path(run_path) / EPISODES_DIR)
 
 
 def write_episode(run_path: Path, record: dict, eval_id: Optional[str] = None) -> None:

@@ -21,7 +21,6 @@ import yaml
 from arena.config import BadConfig, load_config, to_plain
 from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
 from arena.runs import RunFolder, atomic_write_text
-from arena.runs.atomic import remove_temps_of_killed_writes
 from arena.runs.provenance import provenance
 from arena.sweeps.ledger import CellLock
 
@@ -29,7 +28,7 @@ from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
-from .episodes import (EPISODES_DIR, TurnLog, drop_finished_turn_logs, episode_file, foreign_episodes,
+from .episodes import (EPISODES_DIR, TurnLog, drop_leftovers_of_kills, episode_file, foreign_episodes,
                        load_cached, play_chat_episode, records_from_batch, success_ci, totals, turn_log_file,
                        write_episode)
 from .options import BadEvalInput, EvalOptions, build_options, checkpoint_dir, eval_dir, eval_id, pool_id, split_args
@@ -318,9 +317,7 @@ def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log:
     set_aside_stale_summary(run)
     indices = [int(cfg.seed) + i for i in range(int(cfg.eval.n))]
     cached = load_cached(run.path, ident)
-    drop_finished_turn_logs(run.path, cached)  # left by a kill between an episode's record and its log's deletion
-    # a kill mid-write leaves a hidden temp file of a record; only this process (it holds the lock) writes here
-    remove_temps_of_killed_writes(run.path / EPISODES_DIR)
+    drop_leftovers_of_kills(run.path, cached)
     pending = [i for i in indices if i not in cached]
     log(f"[eval] {options.label} / {options.paradigm} on {cfg.env.name}: {len(indices)} episodes "
         f"({len(indices) - len(pending)} cached, {len(pending)} to play) -> {run.path}")
