@@ -84,13 +84,32 @@ def fake_scontrol(folder, body: str) -> str:
     return f"{folder}{os.pathsep}{os.environ['PATH']}"
 
 
-@pytest.mark.parametrize("body, raises", [
-    ("exit 0", False),  # requeued
-    ("kill -TERM $$", False),  # SLURM's SIGTERM of the requeued job reached scontrol before it exited
-    ("exit 1", True),  # scontrol failed: submitit's error stands
-    ("kill -INT $$", True),  # another signal: not the requeue's
+@pytest.fixture
+def sigterm_not_ignored():
+    """SIGTERM at its default action in this process, and so in the fake scontrol it starts.
+    A process started in the background by a shell without job control may inherit an ignored
+    signal, and a shell can't undo that (POSIX): the fake scontrol's `kill -TERM $$` would then
+    exit 0 and the test would not reach the path it is about."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("body, raises, tolerated", [
+    ("exit 0", False, False),  # requeued
+    ("kill -TERM $$", False, True),  # SLURM's SIGTERM of the requeued job reached scontrol before it exited
+    ("exit 1", True, False),  # scontrol failed: submitit's error stands
+    # another signal: not the requeue's. SIGKILL, which no inherited disposition can ignore (an
+    # ignored SIGINT, as a background job of a non-interactive shell has, let `kill -INT $$` exit 0)
+    ("kill -KILL $$", True, False),
 ])
-def test_requeue_counts_a_terminated_scontrol_as_requeued(tmp_path, monkeypatch, body, raises):
+def test_requeue_counts_a_terminated_scontrol_as_requeued(tmp_path, monkeypatch, caplog, sigterm_not_ignored,
+                                                          body, raises, tolerated):
+    import logging
     import subprocess
 
     from submitit.slurm.slurm import SlurmJobEnvironment
@@ -99,12 +118,15 @@ def test_requeue_counts_a_terminated_scontrol_as_requeued(tmp_path, monkeypatch,
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
     env = SlurmJobEnvironment()
+    caplog.set_level(logging.INFO)
     if raises:
         with pytest.raises(subprocess.CalledProcessError):
             requeue_even_if_scontrol_is_terminated(env, 3)
     else:
         requeue_even_if_scontrol_is_terminated(env, 3)
     assert (tmp_path / "args").read_text() == "requeue 77\n"
+    # the SIGTERM case took the tolerant path (its own log line), and no other case did
+    assert ("scontrol was terminated by the requeue's SIGTERM" in caplog.text) == tolerated
 
 
 def test_a_job_requeues_through_the_sigterm_tolerant_requeue(monkeypatch):
