@@ -131,11 +131,11 @@ def _train(args: Sequence[str]) -> int:
     check_runs_here(cfg)
     from arena.runs import RunFolder
 
-    finished = RunFolder(run_dir(cfg))  # the run's folder, whether it finished or not
-    if finished.done:  # nothing runs, so command.txt and run.log stay as they are
-        print(f"[train] already done: {finished.summary_file}")
+    run = RunFolder(run_dir(cfg))
+    if run.done:  # nothing runs, so command.txt and run.log stay as they are
+        print(f"[train] already done: {run.summary_file}")
         return EXIT_OK
-    with recording(finished.path):
+    with recording(run.path):
         return backend_of(cfg).train_fn()(cfg)
 
 

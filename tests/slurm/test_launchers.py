@@ -92,9 +92,7 @@ def sigterm_not_ignored():
     exit 0 and the test would not reach the path it is about."""
     import signal
 
-    before = signal.getsignal(signal.SIGTERM)
-    if before == signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     yield
     signal.signal(signal.SIGTERM, before)
 
