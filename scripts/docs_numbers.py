@@ -36,30 +36,38 @@ BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- 
 
 
 def _pm(x: float) -> str:
-    return f"{x:+.1f}"
+    """Signed, one decimal; two where one would round a nonzero number to 0 (as the findings table does)."""
+    text = f"{x:+.1f}"
+    return f"{x:+.2f}" if x != 0 and float(text) == 0 else text
+
+
+_FINDINGS: dict[tuple, tuple[pd.DataFrame, str, str]] = {}  # by the run tables' names and texts
 
 
 def _findings(root: Path) -> tuple[pd.DataFrame, str, str]:
     """(rows of findings.csv as a frame, findings.md, findings.csv) from the committed run tables."""
-    runs = F.read_run_tables(root / "docs" / "findings")
-    markdown, csv_text = F.build(runs)
     import io
 
-    return pd.read_csv(io.StringIO(csv_text), dtype={"seeds": str}), markdown, csv_text
+    key = tuple((p.name, p.read_text()) for p in sorted((root / "docs" / "findings").glob("*_runs.csv")))
+    if key not in _FINDINGS:
+        markdown, csv_text = F.build(F.read_run_tables(root / "docs" / "findings"))
+        _FINDINGS[key] = (pd.read_csv(io.StringIO(csv_text), dtype={"seeds": str}), markdown, csv_text)
+    return _FINDINGS[key]
 
 
 def found_bullets(table: pd.DataFrame) -> str:
     """One bullet per budget with a resolved comparison of a paper finding, then what stays open."""
     rows = table[(table["kind"] == "finding") & table["verdict"].isin(RESOLVED)]
     budgets = sorted(set(rows["budget"]), key=lambda b: (BUDGET_ORDER.index(b) if b in BUDGET_ORDER else 99, b))
+    paper = {"agrees": "agrees with the paper", "opposite": "the paper's opposite",
+             "not found": "the paper's difference not found"}
     out = []
     for budget in budgets:
-        items = []
+        out.append(f"- {BUDGET_WORDS.get(budget, f'At `budget={budget}`')}:")
         for _, r in rows[rows["budget"] == budget].iterrows():
-            items.append(f"{r['comparison']} {_pm(r['mean'])} [{_pm(r['low'])}, {_pm(r['high'])}] points, "
-                         f"**{r['verdict']}** ({r['finding']}: {r['vs_paper']}; sweep `{r['sweep']}`, seeds {r['seeds']}, "
-                         f"{r['commit']})")
-        out.append(f"- {BUDGET_WORDS.get(budget, f'At `budget={budget}`')}: " + "; ".join(items) + ".")
+            out.append(f"  - {r['comparison']} {_pm(r['mean'])} [{_pm(r['low'])}, {_pm(r['high'])}] points, "
+                       f"**{r['verdict']}** ({r['finding']}, {paper.get(r['vs_paper'], r['vs_paper'])}; "
+                       f"`{r['sweep']}`, seeds {r['seeds']}, {r['commit']})")
     tested = table[(table["kind"] == "finding") & (table["verdict"] != "no sweep")]
     open_ = tested[~tested["verdict"].isin(RESOLVED)]
     seeds = f"{int(open_['n'].min())}-{int(open_['n'].max())}" if len(open_) else "-"
