@@ -7,7 +7,8 @@ Inputs (docs/testbed.md, "How the numbers are made"):
 - docs/findings/*_runs.csv: one row per run of a documented sweep; `arena findings` (arena/analysis/findings.py)
   turns them into the findings table, its verdicts and the gains over the BC start;
 - docs/figures/current_figures.csv: wall times and benchmark ratios, one row per measurement
-  (what, value, unit, date, commit, machine, log); docs/figures/machines.csv names the machine kinds.
+  (what, value, unit, date, commit, machine, log); a value `=resolved:SWEEP` is computed: how many of
+  that run table's comparisons the verdict rule resolves; docs/figures/machines.csv names the machine kinds.
 
 A generated block sits between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`; the text
 between the two lines is this script's output and nothing else. Adding a run table or a figures row and
@@ -87,8 +88,22 @@ def grpo_evidence(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _figures(root: Path) -> tuple[pd.DataFrame, dict[str, str]]:
+def resolved(table: pd.DataFrame, sweep: str) -> tuple[str, str]:
+    """(value, unit) of a figure `=resolved:SWEEP`: how many of the findings table's comparisons of that
+    run table (findings and gains over the start) the verdict rule resolves."""
+    rows = table[(table["sweep"] == sweep) & (table["verdict"] != "no sweep")]
+    if rows.empty:
+        raise SystemExit(f"current_figures.csv: =resolved:{sweep}: no run table docs/findings/{sweep}_runs.csv")
+    n = int(rows["verdict"].isin(RESOLVED).sum())
+    return f"{n} of {len(rows)}", f"comparisons resolved (`{sweep}`, seeds {rows['seeds'].iloc[0]})"
+
+
+def _figures(root: Path, table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The figures table; a value `=resolved:SWEEP` is computed from that sweep's committed run table."""
     figures = pd.read_csv(root / "docs" / "figures" / "current_figures.csv", dtype=str, keep_default_na=False)
+    for i, value in figures["value"].items():
+        if value.startswith("=resolved:"):
+            figures.loc[i, ["value", "unit"]] = resolved(table, value.removeprefix("=resolved:"))
     machines = pd.read_csv(root / "docs" / "figures" / "machines.csv", dtype=str)
     return figures, dict(zip(machines["machine"], machines["description"]))
 
@@ -122,7 +137,7 @@ def figures_all(figures: pd.DataFrame, machines: dict[str, str]) -> str:
 def blocks(root: Path = ROOT) -> tuple[dict[str, Callable[[], str]], dict[Path, str]]:
     """The text of every generated block by name, and the whole text of every generated file."""
     table, markdown, csv_text = _findings(root)
-    figures, machines = _figures(root)
+    figures, machines = _figures(root, table)
     texts = {"found": lambda: found_bullets(table), "findings": lambda: markdown.rstrip("\n"),
              "grpo-evidence": lambda: grpo_evidence(table), "figures": lambda: figures_latest(figures, machines),
              "figures-all": lambda: figures_all(figures, machines)}

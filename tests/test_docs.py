@@ -120,3 +120,28 @@ def test_a_changed_table_or_a_hand_edited_number_is_caught(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(readme.read_text().replace("+21.9 [+2.8, +41.0]", "+22.9 [+2.8, +41.0]"))
     assert dn.differences(tmp_path) == ["README.md: block 'found'"]
+
+
+def test_a_new_run_table_and_one_command_update_the_readme(tmp_path):
+    """What a new study does: commit its run table, point a figures row at it, run the script once."""
+    for rel in ("README.md", "docs/testbed.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    for rel in ("docs/findings", "docs/figures"):
+        shutil.copytree(ROOT / rel, tmp_path / rel)
+    # a new sweep: the five learn-bar runs under another name (GRPO only: one gain over the start,
+    # +11.1 [+6.8, +15.4], "better" -> 1 of 1 resolved)
+    runs = (ROOT / "docs" / "findings" / "learn-bar_runs.csv").read_text().replace("learn-bar,", "new-job,")
+    (tmp_path / "docs" / "findings" / "new-job_runs.csv").write_text(runs)
+    figures = tmp_path / "docs" / "figures" / "current_figures.csv"
+    figures.write_text(figures.read_text() + "new job: what it resolved,=resolved:new-job,,2026-12-08,abc1234,B,docs/log/x.md\n")
+    dn = docs_numbers()
+    assert set(dn.differences(tmp_path)) == {"README.md: block 'figures'", "docs/testbed.md: block 'figures-all'",
+                                             "docs/testbed.md: block 'findings'", "docs/testbed.md: block 'grpo-evidence'",
+                                             "docs/findings/findings.md", "docs/findings/findings.csv"}
+    dn.write(tmp_path)
+    assert dn.differences(tmp_path) == []
+    assert "| new job: what it resolved | **1 of 1 comparisons resolved (`new-job`, seeds 0-4)** | 2026-12-08 |" in \
+        (tmp_path / "README.md").read_text()
+    assert "| `new-job` | learn | recorded in d067009 | 0-4 | +11.1 [+6.8, +15.4] | better |" in \
+        (tmp_path / "docs" / "testbed.md").read_text()
