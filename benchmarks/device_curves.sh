@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How the curves in docs/testbed.md were made on a 16-core device machine (the testbed task "also
+# How the curves of docs/log/2026-11-30-method-curves-on-the-calibrated-default.md were made on a 16-core device machine (the testbed task "also
 # report"): the gpu-marked tests first, then `sweeps/grids/testbed_curves.yaml` x 3 seeds at
 # budget=default, 16 one-thread cells at a time, with the calibrated BC checkpoint carried in
 # results/bc/. Everything under results/sweeps comes back as curves.tgz, finished or not (a

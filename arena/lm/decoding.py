@@ -20,7 +20,7 @@ DECODE_ROWS_PER_WORKER) worker threads of one torch thread each (micro_threads.p
 and sample_tokens runs its own small ops between them on one thread
 (micro_threads.own_ops_on_one_thread). A chunk is the same computation on whichever thread, so the
 prefill equals the one-thread prefill bit for bit; a row block runs each product on fewer rows,
-which a BLAS may round differently (measured equal on the machine of run r70, docs/testbed.md,
+which a BLAS may round differently (measured equal on the 2-core CPU kind A of docs/testbed.md,
 "The sampler on worker threads"). Two intra-op threads split a decode step's small products and its
 attention of one query per row poorly; a smaller batch on several intra-op threads takes that
 attention as two batched products and a softmax (`attention_by_matmul`: the same formula, other
@@ -42,8 +42,9 @@ from .packed_layers import PackedLayer, rope_by_roll, rotary_tables
 FAST_MODEL_TYPES = ("qwen3", "qwen2", "llama")
 PREFILL_ROWS = 32  # rows per prefill chunk (bounds its activations)
 # a decode step's rows are cut into worker blocks of at least this many, and a batch of fewer than
-# twice as many uses no worker threads at all: on two threads (run r70) batches of 256 rows sampled in
-# 0.89-0.91 of the time without workers, batches of 128 in 0.97-1.13, of 64 in 1.13-1.43
+# twice as many uses no worker threads at all: on two threads batches of 256 rows sampled in 0.89-0.91
+# of the time without workers, batches of 128 in 0.97-1.13, of 64 in 1.13-1.43 (docs/testbed.md,
+# "The sampler on worker threads")
 DECODE_ROWS_PER_WORKER = 96
 
 

@@ -1,8 +1,8 @@
 """Micro-batches on worker threads, one torch thread each, when the process has several.
 
 The RL step's micro-batches are small (at most 64 rows of ~100 tokens on Sokoban): their products,
-attention and elementwise ops split poorly over torch's intra-op threads. Measured on the 2-core
-box of run r69 (docs/testbed.md, "Micro-batches on worker threads"): two intra-op threads ran a
+attention and elementwise ops split poorly over torch's intra-op threads. Measured on a 2-core
+CPU (docs/testbed.md, "Micro-batches on worker threads"): two intra-op threads ran a
 Sokoban update's forwards and backwards 1.13x faster than one, CPU flash attention of a reply
 (8 queries against ~90 keys) was slower on two threads than on one, while two micro-batches on two
 worker threads of one torch thread each ran 1.35-1.45x faster than one thread. The sampler's
@@ -51,7 +51,7 @@ if hasattr(os, "register_at_fork"):  # POSIX
 def _pool(workers: int) -> ThreadPoolExecutor:
     """The process's pool of `workers` threads. Kept, not made per call: a new thread starts with
     empty per-thread state (its malloc arena, oneDNN's and MKL's buffers), and refilling it at every
-    mini-batch cost more than the threads gained (run r69)."""
+    mini-batch cost more than the threads gained (docs/testbed.md, "Micro-batches on worker threads")."""
     with _POOLS_LOCK:
         if workers not in _POOLS:
             _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="micro-batch")
@@ -70,8 +70,8 @@ def worker_count(n_items: int, device: torch.device | str = "cpu") -> int:
 def own_ops_on_one_thread(enabled: bool = True) -> Iterator[None]:
     """Until exit, the calling thread's own torch ops run on one torch thread (its count put back
     after), when enabled: for a caller whose heavy work runs on workers (ordered_map) and whose own
-    ops between two maps are small (the sampler's token choice between decode steps). Measured in
-    run r70 (docs/testbed.md, "The sampler on worker threads"): with its own ops on two threads the
+    ops between two maps are small (the sampler's token choice between decode steps). Measured on a
+    2-core CPU (docs/testbed.md, "The sampler on worker threads"): with its own ops on two threads the
     sampler's decode steps on two workers took 1.5x as long as on one (an OpenMP helper thread of
     the caller's last parallel region, waiting actively, likely held a core the workers needed); with
     them on one thread, 0.85x."""

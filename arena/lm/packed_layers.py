@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from .linear_kernel import OneDnnLinear, inference_linear
 
 # Elements of the gate/up output [M, 2 I] from which feed_forward runs two products, not one: on the
-# machine of run r68 one product was as fast up to [4096, 512] and 0.76-0.88x slower from [8192, 384]
-# (docs/testbed.md, run r68). Only speed depends on it.
+# 2-core CPU kind A one product was as fast up to [4096, 512] and 0.76-0.88x slower from [8192, 384]
+# (docs/testbed.md, "TextWorld resets by snapshot, norm weights inside the products"). Only speed depends on it.
 SPLIT_GATE_UP_AT = 3 << 20
 
 

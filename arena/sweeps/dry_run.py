@@ -22,13 +22,13 @@ Estimate (a rough guide, not a promise):
     total         = BC stage + search + cells
 SECONDS_PER_EPISODE (budget=default, evals included, BC excluded; docs/testbed.md):
     sokoban   0.054: the main job (regime B, configs/env_budget/sokoban_default.yaml), ~172 s per
-              cell of 50 steps x 8 x 8 on 2 one-thread workers (run r43: 167-214 s with 11 evals;
+              cell of 50 steps x 8 x 8 on 2 one-thread workers (measured 167-214 s with 11 evals;
               5 fewer evals of ~2.5 s each at test_freq 10): 172 / 3200 = 0.054;
     household 0.139: run HR6, 712 s for 80 steps x 8 x 8 with evals of 256 games: 712 / 5120;
     shop      0.14:  the shop learning test, 40 RL steps x 8 x 8 with 13 evals of 512 goals
               in ~6 min (Wall times): 360 / 2560.
 BC_SECONDS_PER_STEP (the band-stopped BC, demos and evals included, per step of its bc.steps cap):
-    sokoban 58 s / 1500 = 0.039 (the wider model's band BC of the main job, 54-61 s in run r43);
+    sokoban 58 s / 1500 = 0.039 (the wider model's band BC of the main job, 54-61 s measured);
     household 334 s / 1500 = 0.22 (run HB2); shop ~450 s / 2000 = 0.22 (the shop learning test's BC, ~7.5 min).
 """
 from __future__ import annotations

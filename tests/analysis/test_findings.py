@@ -19,7 +19,7 @@ from .synthetic import NAME, SHA
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TABLES = ROOT / "docs" / "findings"
 TESTBED = ROOT / "docs" / "testbed.md"
-BEGIN, END = "<!-- findings: begin -->", "<!-- findings: end -->"
+BEGIN, END = "<!-- generated: findings -->", "<!-- end generated: findings -->"
 
 
 def p_two_sided_df2(d):
@@ -140,15 +140,16 @@ def test_bad_input_exits_2(capsys, tmp_path):
 
 
 def test_committed_run_tables_hold_exact_counts_and_their_source():
-    """Every transcribed success is k / n_eval for a whole k, and names a section of docs/testbed.md."""
+    """Every transcribed success is k / n_eval for a whole k, and names a section of a doc: a heading of
+    docs/testbed.md or the title of a run-log file under docs/log/ (where the transcribed tables are)."""
     runs = F.read_run_tables(RUN_TABLES)
-    headings = {line.lstrip("#").strip() for line in TESTBED.read_text().splitlines() if line.startswith("#")}
     for col in ("final_eval_success", "initial_eval_success"):
         k = runs[col] * runs["n_eval"]
         assert ((k - k.round()).abs() < 1e-9).all(), col
     for source in set(runs["source"]):
-        section = re.match(r"docs/testbed\.md, ([^(]+?)(?: \(|$)", source).group(1)
-        assert any(h.startswith(section) for h in headings), section
+        doc, section = re.match(r"(docs/[\w/.-]+\.md), ([^(]+?)(?: \(|$)", source).groups()
+        headings = {line.lstrip("#").strip() for line in (ROOT / doc).read_text().splitlines() if line.startswith("#")}
+        assert any(h.startswith(section) for h in headings), source
 
 
 def test_committed_findings_table_is_the_command_output(capsys, tmp_path):
@@ -175,10 +176,13 @@ def test_a_one_seed_comparison_stays_out_of_the_holm_family():
     assert (cispo["verdict"], sapo["verdict"], sapo["n"], sapo["per_seed"]) == ("worse", "underpowered", 1, "+1.0")
 
 
-def test_readme_excerpt_is_rows_of_the_committed_findings_table():
-    """The README's excerpt of the findings table is rows of docs/findings/findings.md, unchanged."""
-    table = set((RUN_TABLES / "findings.md").read_text().splitlines())
-    readme = (ROOT / "README.md").read_text().splitlines()
-    excerpt = [line for line in readme if line.startswith(("| finding |", "| F1 |", "| F2 |", "| GSPO |"))]
-    assert len(excerpt) >= 3
-    assert [line for line in excerpt if line not in table] == []
+def test_readme_findings_are_verdicts_of_the_committed_findings_table():
+    """Each claim of the README's "What it found" (a block scripts/docs_numbers.py writes) is a row of
+    docs/findings/findings.csv with that comparison, sweep and verdict: "better"/"worse"/"no difference"
+    only where the committed table's verdict says so."""
+    table = pd.read_csv(RUN_TABLES / "findings.csv", dtype=str)
+    rows = {(r.comparison, r.sweep, r.verdict) for r in table.itertuples() if r.kind == "finding"}
+    block = (ROOT / "README.md").read_text().split("<!-- generated: found -->")[1].split("<!-- end generated: found -->")[0]
+    claims = re.findall(r"^  - (.+?) [+-][\d.]+ \[.*?\] points, \*\*(.+?)\*\* \(.*?`(.+?)`", block, re.M)
+    assert len(claims) >= 3
+    assert [c for c in claims if (c[0], c[2], c[1]) not in rows] == []
