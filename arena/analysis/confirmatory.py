@@ -1,0 +1,130 @@
+"""The report's confirmatory verdicts (docs/methods.md §14, "Confirmatory and exploratory"; docs/design.md,
+Report): the swept dimension's rows of findings.yaml, each finding one family at ALPHA (Holm within it),
+each on its finding's measure (measures.py). They were fixed before any data, so their verdicts keep the
+rule's error guarantee. Every other comparison of the report (gains over the start, arms against the
+baseline, sequence-mask twins) is exploratory: an estimate with its interval, no verdict word.
+
+A grid that holds no finding's two arms (a dimension findings.yaml does not name, or a custom grid) gets
+one family instead, fixed by the grid alone: every arm against the baseline, on the final eval.
+seeds=auto stops on the same families (arena/sweeps/auto_seeds.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from . import measures, verdicts
+from .findings import Claim, agreement, display, load_claims
+
+WHY = ("Confirmatory verdicts are the swept dimension's rows of arena/analysis/findings.yaml: each finding is "
+       "one family (Holm within it, family-wise error {alpha:g}), its comparisons and measure fixed in the "
+       "repository before any run, so a better/worse there keeps the rule's error rate. Every other number "
+       "(gains over the start, other arm pairs) is exploratory: an estimate with its interval and no verdict "
+       "word, because it was not chosen before the data and, read as a test, would multiply the chances of a "
+       "false finding.")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One confirmatory family: a finding's comparisons held by the grid, judged together."""
+    id: str
+    claim: str
+    members: tuple[Claim, ...]
+
+    @property
+    def measure(self) -> str:
+        return self.members[0].measure
+
+
+def families_for(dimension: Optional[str], arms: Sequence[str], baseline: Optional[str]) -> list[Family]:
+    """The findings of `dimension` whose comparisons' two arms the grid holds (the members it lacks
+    are left out), in findings.yaml order; none held: every arm against `baseline` (if any)."""
+    held = [c for c in load_claims() if c.dimension == dimension and c.arm in arms and c.baseline in arms]
+    families = []
+    for finding in dict.fromkeys(c.finding for c in held):
+        members = tuple(c for c in held if c.finding == finding)
+        families.append(Family(finding, members[0].claim, members))
+    if families or baseline is None or baseline not in arms:
+        return families
+    claim = f"each arm against {baseline} (no finding of findings.yaml for this grid)"
+    members = tuple(Claim(f"vs {baseline}", claim, "-", dimension or "", arm, baseline, "-", None)
+                    for arm in arms if arm != baseline)
+    return [Family(f"vs {baseline}", claim, members)] if members else []
+
+
+def paired_in_every_env(runs: pd.DataFrame, arm: str, baseline: str, value: str) -> pd.Series:
+    """d_s = (1/M) sum_e 100 (x_{arm,e,s} - x_{baseline,e,s}) over the M envs of `runs`, for the seeds
+    paired in every env (the report's missing-data rule: a seed lacking a pair in one env is left out,
+    so each d_s averages the same envs); seeds in order."""
+    a = runs[runs["arm"] == arm].set_index(["seed", "env"])[value]
+    b = runs[runs["arm"] == baseline].set_index(["seed", "env"])[value]
+    d = (100.0 * (a - b)).dropna()  # [(seed, env) pairs both have]
+    per_seed = d.groupby(level="seed")
+    complete = per_seed.size() == runs["env"].nunique()  # [seeds]
+    return per_seed.mean()[complete].sort_index()
+
+
+def judge(runs: pd.DataFrame, families: Sequence[Family], *, min_effect: float = verdicts.MIN_EFFECT,
+          alpha: float = verdicts.ALPHA, bound=None) -> pd.DataFrame:
+    """One row per member: the finding's measure, its paired d_s (points; mean over envs of seed s),
+    the rule within the family (verdicts.compare_family; `bound`: a seeds=auto sweep's
+    group-sequential bound, verdicts.SpendingBound) and the paper's direction."""
+    needs = {f.measure for f in families} - {measures.FINAL}
+    if needs and any(measures.column(m) not in runs for m in needs):
+        runs = measures.add_measures(runs)
+    out = []
+    for family in families:
+        column = measures.column(family.measure)
+        diffs = {c.arm: paired_in_every_env(runs, c.arm, c.baseline, column) for c in family.members}
+        extra = {"bound": bound} if bound is not None else {}
+        result = verdicts.compare_family({a: d.tolist() for a, d in diffs.items()}, min_effect=min_effect,
+                                         alpha=alpha, **extra)
+        for c in family.members:
+            r = result[c.arm]
+            out.append({"finding": family.id, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
+                        "arm": c.arm, "baseline": c.baseline, "measure": family.measure, "k": len(family.members),
+                        "n": r.n, "mean": r.mean, "low": r.low, "high": r.high, "p_adjusted": r.p_adjusted,
+                        "mde": r.mde, "verdict": r.verdict, "seeds_needed": r.seeds_needed,
+                        "per_seed": " / ".join(f"{v:+.1f}" for v in diffs[c.arm]),
+                        "paper": c.paper, "vs_paper": agreement(r.verdict, c.sign)})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+COLUMNS = ("finding", "comparison", "arm", "baseline", "measure", "k", "n", "mean", "low", "high", "p_adjusted", "mde",
+           "verdict", "seeds_needed", "per_seed", "paper", "vs_paper")
+
+
+def _num(x, fmt: str = "+.1f") -> str:
+    return "—" if x is None or pd.isna(x) else format(x, fmt)
+
+
+def _interval(row) -> str:
+    if pd.isna(row["low"]):
+        return "n<2"
+    return "tied" if abs(row["low"]) == float("inf") else f"[{_num(row['low'])}, {_num(row['high'])}]"
+
+
+def lines(rows: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """(column names, one text row per member) for the markdown and LaTeX renderers."""
+    header = ["finding", "comparison", "measure", "d [CI] (n)", "per seed", "p (Holm)", "verdict", "detects",
+              "vs paper"]
+    body = []
+    for _, r in rows.iterrows():
+        needed = f"; ~{int(r['seeds_needed'])} seeds" if pd.notna(r["seeds_needed"]) else ""
+        body.append([r["finding"], r["comparison"], r["measure"], f"{_num(r['mean'])} {_interval(r)} (n={r['n']})",
+                     r["per_seed"] or "—", _num(r["p_adjusted"], ".3f"), r["verdict"],
+                     _num(r["mde"], ".1f") + needed, r["vs_paper"]])
+    return header, body
+
+
+def notes(rows: pd.DataFrame, *, min_effect: float, alpha: float = verdicts.ALPHA, bound=None) -> list[str]:
+    """Why these rows carry verdicts and the others do not, and how the families are judged."""
+    families = ", ".join(f"{f} (k={k})" for f, k in rows.drop_duplicates("finding")[["finding", "k"]].itertuples(index=False))
+    level = bound.describe() if bound is not None else f"family-wise alpha {alpha:g}"
+    return [WHY.format(alpha=alpha),
+            f"Families: {families or 'none'}; {level}. d_s = arm_s - baseline_s on the finding's measure "
+            f"({'; '.join(f'{m}: {t}' for m, t in measures.MEASURES.items())}), in points, averaged over envs per "
+            f"seed. Verdict: better/worse = the paired t-test rejects 0 after Holm; no difference = the 1 - alpha/k "
+            f"interval lies inside ±{min_effect:g} points; underpowered = neither (docs/methods.md §14)."]
