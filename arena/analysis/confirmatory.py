@@ -77,17 +77,17 @@ def judge(runs: pd.DataFrame, families: Sequence[Family], *, min_effect: float =
     out = []
     for family in families:
         column = measures.column(family.measure)
-        diffs = {c.arm: paired_in_every_env(runs, c.arm, c.baseline, column) for c in family.members}
+        diffs = [paired_in_every_env(runs, c.arm, c.baseline, column) for c in family.members]  # by position
         extra = {"bound": bound} if bound is not None else {}
-        result = verdicts.compare_family({a: d.tolist() for a, d in diffs.items()}, min_effect=min_effect,
+        result = verdicts.compare_family({i: d.tolist() for i, d in enumerate(diffs)}, min_effect=min_effect,
                                          alpha=alpha, **extra)
-        for c in family.members:
-            r = result[c.arm]
+        for i, c in enumerate(family.members):
+            r = result[i]
             out.append({"finding": family.id, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
                         "arm": c.arm, "baseline": c.baseline, "measure": family.measure, "k": len(family.members),
                         "n": r.n, "mean": r.mean, "low": r.low, "high": r.high, "p_adjusted": r.p_adjusted,
                         "mde": r.mde, "verdict": r.verdict, "seeds_needed": r.seeds_needed,
-                        "per_seed": " / ".join(f"{v:+.1f}" for v in diffs[c.arm]),
+                        "per_seed": " / ".join(f"{v:+.1f}" for v in diffs[i]),
                         "paper": c.paper, "vs_paper": agreement(r.verdict, c.sign)})
     return pd.DataFrame(out, columns=COLUMNS)
 

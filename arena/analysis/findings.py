@@ -221,17 +221,18 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
     for finding in dict.fromkeys(c.finding for c in claims):
         members = [c for c in claims if c.finding == finding]
         for sweep, rows in runs.groupby("sweep", sort=True):
-            diffs = {c.arm: paired_differences(rows, c.arm, c.baseline, measures.column(c.measure)) for c in members}
-            held = {arm: d for arm, d in diffs.items() if len(d)}
+            # keyed by position: one finding may compare an arm with two baselines, or on two measures
+            diffs = {i: paired_differences(rows, c.arm, c.baseline, measures.column(c.measure)) for i, c in enumerate(members)}
+            held = {i: d for i, d in diffs.items() if len(d)}
             family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
-            for c in members:
-                if c.arm not in family:
+            for i, c in enumerate(members):
+                if i not in family:
                     continue
                 pair = rows[rows["arm"].isin([c.arm, c.baseline])]
                 out.append({"kind": "finding", "finding": finding, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
                             "measure": c.measure, "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
-                            **_comparison_columns(held[c.arm], family[c.arm]),
-                            "vs_paper": agreement(family[c.arm].verdict, c.sign),
+                            **_comparison_columns(held[i], family[i]),
+                            "vs_paper": agreement(family[i].verdict, c.sign),
                             "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
                                       f"{stability_text(rows[rows['arm'] == c.baseline])}",
                             "fell": f"{fell_text(rows[rows['arm'] == c.arm])} / {fell_text(rows[rows['arm'] == c.baseline])}"})
