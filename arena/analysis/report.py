@@ -50,8 +50,18 @@ class Confirmatory:
     notes: list[str]
 
 
+def auto_bound(record: dict):
+    """The group-sequential bound a seeds=auto manifest record names (sequential.SpendingBound), or None."""
+    if not record.get("bound"):
+        return None
+    from .sequential import SpendingBound
+
+    return SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))
+
+
 def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[str], *, min_effect: float,
-                         tidy_of: Callable[[], Optional[pd.DataFrame]] = lambda: None, bound=None) -> Confirmatory:
+                         tidy_of: Callable[[], Optional[pd.DataFrame]] = lambda: None, bound=None,
+                         alpha: float = verdicts.ALPHA) -> Confirmatory:
     """The swept dimension's findings (confirmatory.families_for) judged on the runs; `tidy_of` gives
     the metrics table when a finding's measure needs the eval curves; `bound`: a seeds=auto sweep's."""
     from . import confirmatory, measures
@@ -61,8 +71,8 @@ def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[
     curves = any(f.measure == measures.DROP_FROM_BEST for f in families)
     scored = runs.assign(sweep=runs["sweep"] if "sweep" in runs else "")
     scored = measures.add_measures(scored, tidy_of() if curves else None)
-    rows = confirmatory.judge(scored, families, min_effect=min_effect, bound=bound)
-    return Confirmatory(rows, confirmatory.notes(rows, min_effect=min_effect, bound=bound))
+    rows = confirmatory.judge(scored, families, min_effect=min_effect, alpha=alpha, bound=bound)
+    return Confirmatory(rows, confirmatory.notes(rows, min_effect=min_effect, alpha=alpha, bound=bound))
 
 
 def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optional[str] = None,
@@ -76,14 +86,17 @@ def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optiona
     if baseline is not None and baseline not in arms:
         raise ValueError(f"baseline={baseline!r} is not an arm of sweep {name!r}; valid values: {', '.join(arms)}")
     chosen = {(a, e): chosen_hp(results_dir, name, a, e) for a, e in runs[["arm", "env"]].drop_duplicates().itertuples(index=False)}
-    # a seeds=auto sweep is judged at its per-look level and its min_effect (the manifest's
-    # auto_seeds record), which its rounds were decided on (docs/design.md, Sweep: seeds=auto)
+    # a seeds=auto sweep's confirmatory families are judged under its group-sequential bound and its
+    # min_effect (the manifest's auto_seeds record), which its rounds were decided on (docs/design.md,
+    # Sweep: seeds=auto); a record without a bound (an older arena's) named one per-look level instead
     auto = manifest.get("auto_seeds") if isinstance(manifest.get("auto_seeds"), dict) else {}
-    alpha = float(auto.get("alpha", verdicts.ALPHA))
+    bound = auto_bound(auto)
+    alpha = verdicts.ALPHA if bound is not None else float(auto.get("alpha", verdicts.ALPHA))
     min_effect = float(auto.get("min_effect", min_effect)) if min_effect == MIN_EFFECT else min_effect
     cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline, min_effect=min_effect, alpha=alpha)
     section = confirmatory_section(runs, manifest, cells["baseline"].iloc[0] or None, min_effect=min_effect,
-                                   tidy_of=lambda: tidy_frame(results_dir, name, runs=runs))
+                                   tidy_of=lambda: tidy_frame(results_dir, name, runs=runs), bound=bound,
+                                   alpha=alpha)
     return manifest, runs, cells, arm_rows, section
 
 
