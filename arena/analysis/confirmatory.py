@@ -16,7 +16,9 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from . import measures, verdicts
+from .collapse_rule import counts_text, guarded
 from .findings import Claim, agreement, display, load_claims
+from .measures import collapsed_runs
 
 WHY = ("Confirmatory verdicts are the swept dimension's rows of arena/analysis/findings.yaml: each finding is "
        "one family (Holm within it, family-wise error {alpha:g}), its comparisons and measure fixed in the "
@@ -74,6 +76,7 @@ def judge(runs: pd.DataFrame, families: Sequence[Family], *, min_effect: float =
     needs = {f.measure for f in families} - {measures.FINAL}
     if needs and any(measures.column(m) not in runs for m in needs):
         runs = measures.add_measures(runs)
+    regime = collapsed_runs(runs) > 0  # a collapse regime: some run of the sweep collapsed (collapse_rule.py)
     out = []
     for family in families:
         column = measures.column(family.measure)
@@ -83,17 +86,27 @@ def judge(runs: pd.DataFrame, families: Sequence[Family], *, min_effect: float =
                                          alpha=alpha, **extra)
         for i, c in enumerate(family.members):
             r = result[i]
+            arm_runs, base_runs = (_paired_runs(runs, name, diffs[i].index) for name in (c.arm, c.baseline))
+            seen = collapsed_runs(arm_runs) + collapsed_runs(base_runs) > 0
+            shown, confirmed = guarded(r.verdict, seen, regime)
             out.append({"finding": family.id, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
                         "arm": c.arm, "baseline": c.baseline, "measure": family.measure, "k": len(family.members),
                         "n": r.n, "mean": r.mean, "low": r.low, "high": r.high, "p_adjusted": r.p_adjusted,
-                        "mde": r.mde, "verdict": r.verdict, "seeds_needed": r.seeds_needed,
-                        "per_seed": " / ".join(f"{v:+.1f}" for v in diffs[i]),
-                        "paper": c.paper, "vs_paper": agreement(r.verdict, c.sign)})
+                        "mde": r.mde, "verdict": shown, "confirmed": confirmed, "seeds_needed": r.seeds_needed,
+                        "collapsed": counts_text(collapsed_runs(arm_runs), len(arm_runs), collapsed_runs(base_runs),
+                                                 len(base_runs)),
+                        "per_seed": " / ".join(f"{v:+.1f}" for v in diffs[i]), "paper": c.paper,
+                        "vs_paper": agreement(r.verdict if shown == r.verdict else verdicts.UNDERPOWERED, c.sign)})
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def _paired_runs(runs: pd.DataFrame, arm: str, seeds) -> pd.DataFrame:
+    """The arm's runs on the paired seeds (every env)."""
+    return runs[(runs["arm"] == arm) & runs["seed"].isin(list(seeds))]
+
+
 COLUMNS = ("finding", "comparison", "arm", "baseline", "measure", "k", "n", "mean", "low", "high", "p_adjusted", "mde",
-           "verdict", "seeds_needed", "per_seed", "paper", "vs_paper")
+           "verdict", "confirmed", "seeds_needed", "collapsed", "per_seed", "paper", "vs_paper")
 
 
 def _num(x, fmt: str = "+.1f") -> str:
@@ -108,13 +121,13 @@ def _interval(row) -> str:
 
 def lines(rows: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """(column names, one text row per member) for the markdown and LaTeX renderers."""
-    header = ["finding", "comparison", "measure", "d [CI] (n)", "per seed", "p (Holm)", "verdict", "detects",
-              "vs paper"]
+    header = ["finding", "comparison", "measure", "d [CI] (n)", "per seed", "p (Holm)", "verdict",
+              "collapsed or unstable: arm / baseline", "detects", "vs paper"]
     body = []
     for _, r in rows.iterrows():
         needed = f"; ~{int(r['seeds_needed'])} seeds" if pd.notna(r["seeds_needed"]) else ""
         body.append([r["finding"], r["comparison"], r["measure"], f"{_num(r['mean'])} {_interval(r)} (n={r['n']})",
-                     r["per_seed"] or "—", _num(r["p_adjusted"], ".3f"), r["verdict"],
+                     r["per_seed"] or "—", _num(r["p_adjusted"], ".3f"), r["verdict"], r["collapsed"],
                      _num(r["mde"], ".1f") + needed, r["vs_paper"]])
     return header, body
 
@@ -127,4 +140,8 @@ def notes(rows: pd.DataFrame, *, min_effect: float, alpha: float = verdicts.ALPH
             f"Families: {families or 'none'}; {level}. d_s = arm_s - baseline_s on the finding's measure "
             f"({'; '.join(f'{m}: {t}' for m, t in measures.MEASURES.items())}), in points, averaged over envs per "
             f"seed. Verdict: better/worse = the paired t-test rejects 0 after Holm; no difference = the 1 - alpha/k "
-            f"interval lies inside ±{min_effect:g} points; underpowered = neither (docs/methods.md §14)."]
+            f"interval lies inside ±{min_effect:g} points; underpowered = neither (docs/methods.md §14).",
+            "collapsed: the runs of the arm and of the baseline on the paired seeds that fell by their own rules (status collapsed, or unstable by the stability criterion). "
+            "When some run of the sweep fell (a collapse regime), a better/worse whose runs saw no collapse is "
+            "printed \"(no collapse seen)\" and is not confirmed: a few collapses with small gains elsewhere (mean "
+            "0) give such samples often (docs/methods.md §14, the mixture null)."]

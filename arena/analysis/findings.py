@@ -211,6 +211,17 @@ def _missing_row(claim: Claim) -> dict:
             "command": f"arena sweep dimension={claim.dimension}"}
 
 
+def _collapse_columns(rows: pd.DataFrame, claim: Claim, seeds, verdict: str) -> dict:
+    """The collapse counts beside the verdict and the collapse-regime rule (collapse_rule.guarded): rows
+    are one sweep's runs; counts over the arm's and the baseline's runs on the paired seeds."""
+    from .collapse_rule import counts_text, guarded
+
+    arm, base = (rows[(rows["arm"] == a) & rows["seed"].isin(list(seeds))] for a in (claim.arm, claim.baseline))
+    n_arm, n_base = measures.collapsed_runs(arm), measures.collapsed_runs(base)
+    shown, confirmed = guarded(verdict, n_arm + n_base > 0, measures.collapsed_runs(rows) > 0)
+    return {"verdict": shown, "confirmed": confirmed, "collapsed": counts_text(n_arm, len(arm), n_base, len(base))}
+
+
 def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: float = verdicts.MIN_EFFECT) -> pd.DataFrame:
     """One row per (comparison, sweep holding both arms); a comparison no sweep holds gets one row
     naming its command. Holm runs across the comparisons of one finding within one sweep, each on the
@@ -229,10 +240,12 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
                 if i not in family:
                     continue
                 pair = rows[rows["arm"].isin([c.arm, c.baseline])]
+                collapse = _collapse_columns(rows, c, held[i].index, family[i].verdict)
                 out.append({"kind": "finding", "finding": finding, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
                             "measure": c.measure, "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
-                            **_comparison_columns(held[i], family[i]),
-                            "vs_paper": agreement(family[i].verdict, c.sign),
+                            **_comparison_columns(held[i], family[i]), **collapse,
+                            "vs_paper": agreement(family[i].verdict if collapse["confirmed"] or family[i].verdict in (
+                                verdicts.NO_DIFFERENCE, verdicts.UNDERPOWERED) else verdicts.UNDERPOWERED, c.sign),
                             "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
                                       f"{stability_text(rows[rows['arm'] == c.baseline])}",
                             "fell": f"{fell_text(rows[rows['arm'] == c.arm])} / {fell_text(rows[rows['arm'] == c.baseline])}"})
@@ -284,12 +297,12 @@ def _finding_lines(findings: pd.DataFrame) -> list[list[str]]:
     for _, r in findings.iterrows():
         if r["verdict"] == "no sweep":
             lines.append([r["finding"], r["comparison"], r["measure"], f"{r['paper']} ({r['cite']})", "-", "-",
-                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-", "-"])
+                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-", "-", "-"])
             continue
         where = f"{r['sweep']} (budget {r['budget']}; {r['commit']})"
         lines.append([r["finding"], r["comparison"], r["measure"], f"{r['paper']} ({r['cite']})", where, r["seeds"], _effect(r),
-                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["vs_paper"],
-                      r["stable"], r["fell"]])
+                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["collapsed"],
+                      r["vs_paper"], r["stable"], r["fell"]])
     return lines
 
 
@@ -310,12 +323,15 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
     rule = (f"paired t over seeds, Holm across the comparisons of one finding in one sweep (family-wise "
             f"alpha {verdicts.ALPHA:g}); the interval is at the family-adjusted level; \"no difference\" needs it inside "
             f"+-{min_effect:g} points, \"underpowered\" says about how many seeds would resolve {min_effect:g} points; "
-            f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread")
+            f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread; "
+            f"collapsed: the arm's and the baseline's runs on the paired seeds that collapsed or were unstable; in a "
+            f"sweep where some run did, a better/worse whose runs saw none reads \"(no collapse seen)\" and "
+            f"is unresolved (docs/methods.md §14, the mixture null)")
     measured = "; ".join(f"{m}: {text}" for m, text in measures.MEASURES.items())
     out = [f"Findings (confirmatory): arm - baseline on the same seed, on the finding's measure (points; {measured}). "
            f"Verdict rule: {rule}.", ""]
     out += _md_table(["finding", "comparison", "measure", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
-                      "verdict", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
+                      "verdict", "collapsed or unstable: arm / baseline", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
                      _finding_lines(findings))
     out += ["", "Gain over the BC start (exploratory: an estimate, no verdict): final - step-0 eval of the same run "
             "(points); the interval and p are Holm-adjusted across the sweep's arms.", ""]
@@ -329,7 +345,7 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
 
 
 CSV_COLUMNS = ("kind", "finding", "comparison", "measure", "paper", "cite", "sweep", "budget", "commit", "seeds", "n", "per_seed",
-               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "vs_paper", "stable", "fell", "note",
+               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "collapsed", "vs_paper", "stable", "fell", "note",
                "command")
 
 

@@ -7,9 +7,10 @@ Per run r, as a fraction of episodes (the callers turn differences into points, 
                   metrics table, the final eval) - final eval success; >= 0; 0 when the run ends at its best.
                   "Learns fast, then falls" (Finding 1) is a large drop. NaN when the run has no eval curve
                   in the metrics table (a runs table without its metrics file).
-  collapsed       x_r = 1 if the run's collapse rule fired (status `collapsed`), 0 for any other finished
-                  run (done, no_format); NaN for failed or missing runs. A difference of two collapse
-                  indicators per seed, in points: +100 when only the arm collapsed.
+  collapsed       x_r = 1 if the run fell by its own rules: the collapse rule fired (status `collapsed`) or
+                  the stability criterion judged it unstable (`stable` false; "unresolved" is not a fall);
+                  0 for any other finished run (done, no_format); NaN for failed or missing runs. A
+                  difference of two indicators per seed, in points: +100 when only the arm fell.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ FINAL, DROP_FROM_BEST, COLLAPSED = "final", "drop_from_best", "collapsed"
 MEASURES = {
     FINAL: "final eval success",
     DROP_FROM_BEST: "fall from the run's best eval to its final eval",
-    COLLAPSED: "collapse indicator (the run's collapse rule fired)",
+    COLLAPSED: "fall indicator (the run collapsed or was unstable)",
 }
 DEFAULT = FINAL
 EVAL_METRIC = "eval/success_rate"
@@ -65,10 +66,19 @@ def add_measures(runs: pd.DataFrame, tidy: Optional[pd.DataFrame] = None) -> pd.
     final = pd.to_numeric(runs["final_eval_success"], errors="coerce").astype(float)
     runs[column(DROP_FROM_BEST)] = best_eval(runs, tidy) - final
     status = runs["status"].astype(str) if "status" in runs else pd.Series("", index=runs.index)
-    runs[column(COLLAPSED)] = np.where(status.isin(FINISHED), (status == "collapsed").astype(float), np.nan)
+    runs[column(COLLAPSED)] = np.where(status.isin(FINISHED), fell(runs).astype(float), np.nan)
     return runs
 
 
+def fell(rows: pd.DataFrame) -> pd.Series:
+    """Per run: the collapse rule fired (status `collapsed`) or the stability criterion said unstable
+    (`stable` false: a bool, or the text "false" of a runs table)."""
+    collapsed = rows["status"].astype(str) == "collapsed" if "status" in rows else pd.Series(False, index=rows.index)
+    unstable = rows["stable"].map(lambda v: v is False or isinstance(v, np.bool_) and not v
+                                  or str(v).strip().lower() == "false") if "stable" in rows else False
+    return collapsed | unstable
+
+
 def collapsed_runs(rows: pd.DataFrame) -> int:
-    """How many of these runs the collapse rule flagged (status `collapsed`)."""
-    return int((rows["status"].astype(str) == "collapsed").sum()) if "status" in rows else 0
+    """How many of these runs fell by their own rules (fell: collapsed or unstable)."""
+    return int(fell(rows).sum()) if len(rows) else 0

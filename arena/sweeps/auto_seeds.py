@@ -135,30 +135,37 @@ def grow_mask(unresolved: np.ndarray, ends: np.ndarray, counts: np.ndarray, max_
 
 @dataclass
 class Decision:
-    """One look: every comparison's Comparison (by pair name), the unresolved ones, the arms that grow."""
+    """One look: every comparison's Comparison and printed verdict (by pair name), the unresolved
+    ones, the arms that grow."""
     counts: dict[str, int]
     comparisons: dict[str, Any]
     unresolved: list[str]
     grow: list[str]
+    shown: dict[str, str] = field(default_factory=dict)
 
 
 def decide(diffs: Mapping[str, Sequence[float]], counts: Mapping[str, int], pairs: Sequence[Pair],
-           auto: AutoSeeds) -> Decision:
+           auto: AutoSeeds, fallen: Optional[Mapping[str, bool]] = None, regime: bool = False) -> Decision:
     """One look: each family judged (compare_family under auto.bound), then grow_mask. `diffs` holds
-    each pair's d_s on its pairs so far (points), `counts` every arm's seeds so far (in order)."""
-    from arena.analysis.verdicts import UNDERPOWERED, compare_family
+    each pair's d_s on its pairs so far (points), `counts` every arm's seeds so far (in order);
+    `fallen[pair]`: a run of the pair's seeds fell (collapsed or unstable), `regime`: some run of the
+    sweep did. A comparison is unresolved while underpowered, or while its better/worse is not
+    confirmed (collapse_rule.guarded: a collapse regime, no fall among its runs)."""
+    from arena.analysis.collapse_rule import guarded
+    from arena.analysis.verdicts import compare_family
 
     comparisons: dict[str, Any] = {}
     for family in dict.fromkeys(p.family for p in pairs):
         members = {p.name: diffs[p.name] for p in pairs if p.family == family}
         comparisons.update(compare_family(members, min_effect=auto.min_effect, alpha=auto.alpha, bound=auto.bound))
     arms = list(counts)
-    unresolved = [p.name for p in pairs if comparisons[p.name].verdict == UNDERPOWERED]
+    judged = {p.name: guarded(comparisons[p.name].verdict, bool((fallen or {}).get(p.name)), regime) for p in pairs}
+    unresolved = [p.name for p in pairs if not judged[p.name][1]]
     ends = np.array([[arms.index(p.arm), arms.index(p.baseline)] for p in pairs], dtype=int).reshape(-1, 2)
     mask = grow_mask(np.array([p.name in unresolved for p in pairs], dtype=bool), ends,
                      np.array([counts[a] for a in arms]), auto.max_seeds)
     return Decision(counts=dict(counts), comparisons=comparisons, unresolved=unresolved,
-                    grow=[a for a, g in zip(arms, mask) if g])
+                    grow=[a for a, g in zip(arms, mask) if g], shown={name: text for name, (text, _) in judged.items()})
 
 
 # one arm's seed: {measure: points} (final, start and each measure the families read), or None while unfinished
@@ -185,9 +192,13 @@ def replay(arms: Sequence[str], pairs: Sequence[Pair], auto: AutoSeeds, scores: 
         if any(x is None for row in got.values() for x in row):
             return history  # this round still has cells to run
         # points: d_s = x_s(arm) - x_s(baseline) on the pair's measure, seeds 0 .. m-1
-        diffs = {p.name: [got[p.arm][s][p.measure] - got[p.baseline][s][p.measure]
-                          for s in range(min(counts[p.arm], counts[p.baseline]))] for p in pairs}
-        decision = decide(diffs, counts, pairs, auto)
+        paired = {p.name: range(min(counts[p.arm], counts[p.baseline])) for p in pairs}
+        diffs = {p.name: [got[p.arm][s][p.measure] - got[p.baseline][s][p.measure] for s in paired[p.name]]
+                 for p in pairs}
+        # a fall (collapsed or unstable) in some env of the seed: its "collapsed" measure is above 0
+        fell = {a: [bool(x.get("collapsed", 0.0) > 0) for x in got[a]] for a in arms}
+        fallen = {p.name: any(fell[p.arm][s] or fell[p.baseline][s] for s in paired[p.name]) for p in pairs}
+        decision = decide(diffs, counts, pairs, auto, fallen, any(any(f) for f in fell.values()))
         history.looks.append(decision)
         if not decision.grow:
             history.complete = True
@@ -206,7 +217,7 @@ def seed_reasons(history: History, auto: AutoSeeds, pairs: Sequence[Pair]) -> di
     out = {}
     for arm, n in history.counts.items():
         own = [p.name for p in pairs if arm in (p.arm, p.baseline)]
-        verdicts = {name: last.comparisons[name].verdict for name in own}
+        verdicts = {name: last.shown.get(name, last.comparisons[name].verdict) for name in own}
         grew_at = [k for k, look in enumerate(history.looks, start=1) if arm in look.grow]
         settled = (grew_at[-1] + 1) if grew_at else 1
         if not history.complete:

@@ -67,8 +67,8 @@ def _measures(run: RunFolder, summary: dict, curves: bool) -> dict[str, float]:
     evals = [_points(row.get("eval/success_rate")) for row in rows if "eval/success_rate" in row]
     curve = [v for v in evals + [start, final] if math.isfinite(v)]
     best = max(curve) if evals and curve else math.nan
-    return {"final": final, "start": start, "drop_from_best": best - final,
-            "collapsed": POINTS * (summary.get("status") == "collapsed")}
+    fell = summary.get("status") == "collapsed" or summary.get("stable") is False  # measures.fell
+    return {"final": final, "start": start, "drop_from_best": best - final, "collapsed": POINTS * fell}
 
 
 def _points(value) -> float:
@@ -113,7 +113,7 @@ def _settle(plan: SweepPlan, history: History) -> None:
 def look_line(history: History) -> str:
     """One progress line per look: each confirmatory comparison's verdict and who gets the next seed."""
     look = history.looks[-1]
-    parts = [f"{name} {c.verdict} (n={c.n})" for name, c in look.comparisons.items()]
+    parts = [f"{name} {look.shown.get(name, c.verdict)} (n={c.n})" for name, c in look.comparisons.items()]
     nxt = f"next seed for {', '.join(look.grow)}" if look.grow else "every comparison resolved or at max_seeds: done"
     return f"[sweep] seeds=auto look {len(history.looks)}: " + "; ".join(parts) + f" -> {nxt}"
 

@@ -198,7 +198,12 @@ def test_confirmatory_rows_by_hand(results_dir, runs):
     rows = section.rows.set_index("arm")
     assert list(rows.index) == ["gspo", "grpo_4mb", "sampo"] and set(rows["finding"]) == {"vs grpo"}
     t2_gspo = 14.5 ** 2 / (18.25 / 3)
-    assert (rows.loc["gspo", "mean"], rows.loc["gspo", "verdict"]) == (pytest.approx(14.5), "better")
+    # sampo's sokoban seed 2 collapsed (synthetic.STATUS): a collapse regime. gspo's t-test says better,
+    # but none of gspo's or grpo's 6 runs on the paired seeds collapsed: not confirmed (collapse_rule);
+    # sampo's own runs hold the collapse: its better stands
+    assert (rows.loc["gspo", "mean"], rows.loc["gspo", "verdict"]) == (pytest.approx(14.5), "better (no collapse seen)")
+    assert (rows.loc["gspo", "collapsed"], bool(rows.loc["gspo", "confirmed"])) == ("0/6 / 0/6", False)
+    assert (rows.loc["sampo", "collapsed"], bool(rows.loc["sampo", "confirmed"])) == ("1/6 / 0/6", True)
     assert rows.loc["gspo", "p_adjusted"] == pytest.approx(_p_df2(t2_gspo), rel=1e-9)
     assert (rows.loc["gspo", "low"], rows.loc["gspo", "high"]) == pytest.approx((3.8878, 25.1122), abs=1e-4)
     assert (rows.loc["grpo_4mb", "n"], rows.loc["grpo_4mb", "per_seed"], rows.loc["grpo_4mb", "verdict"]) == (
@@ -216,7 +221,8 @@ def test_csv_and_tex(report_dir):
     assert not [col for col in rows[0] if col.endswith(("_verdict", "_seeds_needed"))]
     confirmed = list(csv.DictReader(io.StringIO((report_dir / "confirmatory.csv").read_text())))
     assert [(r["finding"], r["comparison"], r["measure"], r["verdict"]) for r in confirmed] == [
-        ("vs grpo", "GSPO - GRPO", "final", "better"), ("vs grpo", "GRPO_4MB - GRPO", "final", "underpowered"),
+        ("vs grpo", "GSPO - GRPO", "final", "better (no collapse seen)"),
+        ("vs grpo", "GRPO_4MB - GRPO", "final", "underpowered"),
         ("vs grpo", "SAMPO - GRPO", "final", "better")]
     row = next(r for r in rows if r["arm"] == "grpo_4mb" and r["env"] == "sokoban")
     assert (row["n_seeds"], row["n_failed"], row["mean"], row["ci_low"]) == ("2", "1", "40.0000", "")

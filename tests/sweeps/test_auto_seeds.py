@@ -112,6 +112,24 @@ def test_decide_by_hand():
     assert decide({"a - base": [10.0, 10.5, 11.0]}, {"base": 3, "a": 3}, pairs[:1], auto).grow == []
 
 
+def test_an_unconfirmed_verdict_keeps_growing_in_a_collapse_regime():
+    # a's better of test_decide_by_hand, in a sweep where some run fell (collapse_rule): none of a's or
+    # base's runs fell -> "better (no collapse seen)", unresolved, so a and base get seed 3; once a fall
+    # is among its runs the better stands and nothing grows
+    auto = AutoSeeds(max_seeds=6, min_effect=5.0)
+    pairs = [Pair("vs base", "a - base", "a", "base")]
+    diffs, counts = {"a - base": [10.0, 10.5, 11.0]}, {"base": 3, "a": 3}
+    d = decide(diffs, counts, pairs, auto, {"a - base": False}, regime=True)
+    assert (d.shown["a - base"], d.unresolved, d.grow) == ("better (no collapse seen)", ["a - base"], ["base", "a"])
+    d = decide(diffs, counts, pairs, auto, {"a - base": True}, regime=True)
+    assert (d.shown["a - base"], d.unresolved, d.grow) == (V.BETTER, [], [])
+    # through replay: a run "collapsed" on base's seed 1 (the scores' collapsed measure, points)
+    table = {"base": [{"final": 60.0, "collapsed": 100.0 * (s == 1)} for s in range(6)],
+             "a": [{"final": 70.0 + 0.5 * s, "collapsed": 0.0} for s in range(6)]}
+    history = replay(["base", "a"], pairs, auto, lambda arm, s: table[arm][s])
+    assert history.looks[0].shown["a - base"] == V.BETTER and len(history.looks) == 1
+
+
 def _scores(table):
     """scores(arm, seed) from {arm: [final, ...]}: {measure: points}; None past the finished seeds."""
     return lambda arm, seed: {"final": table[arm][seed]} if seed < len(table[arm]) else None
