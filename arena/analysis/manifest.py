@@ -51,8 +51,8 @@ def chosen_hp(results_dir: str | Path, name: str, arm: str, env: str) -> Optiona
 
 
 def auto_seeds_section(manifest: dict[str, Any]) -> str:
-    """The report's "Seeds (seeds=auto)" section: how many seeds each arm got and why, and the
-    per-look level its verdicts are judged at; "" for a sweep with fixed seeds."""
+    """The report's "Seeds (seeds=auto)" section: how many seeds each arm got and why, and the bound
+    its verdicts are judged under; "" for a sweep with fixed seeds."""
     record = manifest.get("auto_seeds")
     if not isinstance(record, dict) or not isinstance(record.get("arms"), dict):
         return ""

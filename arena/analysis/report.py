@@ -59,7 +59,7 @@ def auto_bound(record: dict):
     return SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))
 
 
-def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[str], *, min_effect: float,
+def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[str], *, min_effect: float = MIN_EFFECT,
                          tidy_of: Callable[[], Optional[pd.DataFrame]] = lambda: None, bound=None,
                          alpha: float = verdicts.ALPHA) -> Confirmatory:
     """The swept dimension's findings (confirmatory.families_for) judged on the runs; `tidy_of` gives
