@@ -20,6 +20,10 @@ Error rates (proved in docs/methods.md, checked by simulation in tests/analysis/
   - P(some "no difference" in the family where the true |difference| >= min_effect) <= ALPHA/2:
     that needs a 1 - ALPHA/k interval to miss its true mean on one side, and a union bound over the
     k intervals gives k * ALPHA/(2k).
+A family that is looked at again as seeds are added (seeds=auto) is judged under a group-sequential
+bound (`bound=`, arena/analysis/sequential.py): the same rule at each look's spending level.
+Which comparisons get verdicts at all: arena/analysis/confirmatory.py; how a collapse regime
+qualifies them: arena/analysis/collapse_rule.py.
 """
 from __future__ import annotations
 
