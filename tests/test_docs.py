@@ -129,19 +129,23 @@ def test_a_new_run_table_and_one_command_update_the_readme(tmp_path):
         shutil.copy(ROOT / rel, tmp_path / rel)
     for rel in ("docs/findings", "docs/figures"):
         shutil.copytree(ROOT / rel, tmp_path / rel)
-    # a new sweep: the five learn-bar runs under another name (GRPO only: one gain over the start,
-    # +11.1 [+6.8, +15.4], "better" -> 1 of 1 resolved)
-    runs = (ROOT / "docs" / "findings" / "learn-bar_runs.csv").read_text().replace("learn-bar,", "new-job,")
+    # a new sweep: the collapse-regime sweep's 18 runs under another name. Its five confirmatory
+    # comparisons (F1 x2, F2 x2, GSPO) are those of `is_clipping-stress`, of which F2's two are
+    # "better" (+21.9 [+2.8, +41.0] and +15.2 [+4.3, +26.2]) -> 2 of 5 resolved
+    runs = (ROOT / "docs" / "findings" / "is_clipping-stress_runs.csv").read_text().replace(
+        "is_clipping-stress,", "new-job,")
     (tmp_path / "docs" / "findings" / "new-job_runs.csv").write_text(runs)
     figures = tmp_path / "docs" / "figures" / "current_figures.csv"
     figures.write_text(figures.read_text() + "new job: what it resolved,=resolved:new-job,,2026-12-08,abc1234,B,docs/log/x.md\n")
     dn = docs_numbers()
-    assert set(dn.differences(tmp_path)) == {"README.md: block 'figures'", "docs/testbed.md: block 'figures-all'",
+    # (the README's findings block too: the new table resolves two of the paper's findings)
+    assert set(dn.differences(tmp_path)) == {"README.md: block 'figures'", "README.md: block 'found'",
+                                             "docs/testbed.md: block 'figures-all'",
                                              "docs/testbed.md: block 'findings'", "docs/testbed.md: block 'grpo-evidence'",
                                              "docs/findings/findings.md", "docs/findings/findings.csv"}
     dn.write(tmp_path)
     assert dn.differences(tmp_path) == []
-    assert "| new job: what it resolved | **1 of 1 comparisons resolved (`new-job`, seeds 0-4)** | 2026-12-08 |" in \
+    assert "| new job: what it resolved | **2 of 5 comparisons resolved (`new-job`, seeds 0-2)** | 2026-12-08 |" in \
         (tmp_path / "README.md").read_text()
-    assert "| `new-job` | learn | recorded in d067009 | 0-4 | +11.1 [+6.8, +15.4] | better |" in \
+    assert "| `new-job` | stress | recorded in 98b6a8b | 0-2 | +3.5 [-13.7, +20.7] | 0.623 | 21.9 |" in \
         (tmp_path / "docs" / "testbed.md").read_text()

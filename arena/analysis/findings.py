@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import verdicts
+from . import measures, verdicts
 
 FINDINGS_FILE = Path(__file__).with_name("findings.yaml")
 TEXT_COLUMNS = ("sweep", "arm", "env", "status", "budget", "git_sha", "recorded_in", "command", "source")
@@ -39,12 +39,15 @@ class Claim:
     baseline: str
     paper: str
     sign: Optional[int]
+    measure: str = measures.DEFAULT  # what is compared per run (arena/analysis/measures.py)
 
 
 def load_claims(path: str | Path = FINDINGS_FILE) -> list[Claim]:
-    """findings.yaml -> one Claim per comparison, in file order."""
+    """findings.yaml -> one Claim per comparison, in file order; a finding's `measure` (default
+    `final`) must be one of measures.MEASURES."""
     data = yaml.safe_load(Path(path).read_text())
-    return [Claim(f["id"], f["claim"], f["cite"], f["dimension"], c["arm"], c["baseline"], c["paper"], c["sign"])
+    return [Claim(f["id"], f["claim"], f["cite"], f["dimension"], c["arm"], c["baseline"], c["paper"], c["sign"],
+                  measures.check(f.get("measure", measures.DEFAULT), f"finding {f['id']}: measure"))
             for f in data["findings"] for c in f["comparisons"]]
 
 
@@ -79,7 +82,24 @@ def read_run_tables(path: str | Path) -> pd.DataFrame:
     # a report's runs table (analysis/tidy_csv.py export) has no sweep column: its file names it
     frames = [frame if "sweep" in frame else frame.assign(sweep=f.name.removesuffix("_runs.csv"))
               for f, frame in zip(files, frames)]
-    return normalise_runs(pd.concat(frames, ignore_index=True))
+    runs = normalise_runs(pd.concat(frames, ignore_index=True))
+    return measures.add_measures(runs, _metrics_beside(files, frames) if _needs_curves() else None)
+
+
+def _needs_curves() -> bool:
+    """Whether a finding's measure reads the eval curves (the metrics table), not the runs alone."""
+    return any(c.measure == measures.DROP_FROM_BEST for c in load_claims())
+
+
+def _metrics_beside(files: Sequence[Path], frames: Sequence[pd.DataFrame]) -> Optional[pd.DataFrame]:
+    """The `<name>_metrics.csv` beside each `<name>_runs.csv` (analysis/tidy_csv.py export), with the
+    runs file's sweep; None when there is none (a measure that needs the curves is then NaN)."""
+    parts = []
+    for f, frame in zip(files, frames):
+        metrics = f.with_name(f.name.removesuffix("_runs.csv") + "_metrics.csv")
+        if metrics.is_file():
+            parts.append(pd.read_csv(metrics).assign(sweep=str(frame["sweep"].iloc[0])))
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def read_results_dir(results_dir: str | Path) -> pd.DataFrame:
@@ -92,7 +112,12 @@ def read_results_dir(results_dir: str | Path) -> pd.DataFrame:
     names = [p.parent.name for p in results.sweep_manifests()]
     if not names:
         raise FileNotFoundError(f"no sweep under {results.sweeps} (no */{MANIFEST_FILE})")
-    return normalise_runs(runs_frame(results_dir, names))
+    runs = normalise_runs(runs_frame(results_dir, names))
+    if not _needs_curves():
+        return measures.add_measures(runs)
+    from .frames import tidy_frame
+
+    return measures.add_measures(runs, tidy_frame(results_dir, names, runs=runs))
 
 
 def per_seed(runs: pd.DataFrame, arm: str, value: str = "final_eval_success") -> pd.Series:
@@ -101,12 +126,12 @@ def per_seed(runs: pd.DataFrame, arm: str, value: str = "final_eval_success") ->
     return (100.0 * rows.groupby("seed")[value].mean()).sort_index()
 
 
-def paired_differences(runs: pd.DataFrame, arm: str, baseline: str) -> pd.Series:
+def paired_differences(runs: pd.DataFrame, arm: str, baseline: str, value: str = "final_eval_success") -> pd.Series:
     """d_s = arm - baseline on each seed both have (points), seeds in order.
-    Per env e and seed s: d_{s,e} = 100 (final_arm - final_base); d_s = mean_e d_{s,e} over the envs
-    both arms finished on that seed."""
-    a = runs[runs["arm"] == arm].set_index(["seed", "env"])["final_eval_success"]
-    b = runs[runs["arm"] == baseline].set_index(["seed", "env"])["final_eval_success"]
+    Per env e and seed s: d_{s,e} = 100 (x_arm - x_base), x the `value` column (a measure's column,
+    measures.column); d_s = mean_e d_{s,e} over the envs both arms have a value for on that seed."""
+    a = runs[runs["arm"] == arm].set_index(["seed", "env"])[value]
+    b = runs[runs["arm"] == baseline].set_index(["seed", "env"])[value]
     d = (100.0 * (a - b)).dropna()  # [(seed, env) pairs both have]
     return d.groupby(level="seed").mean().sort_index()
 
@@ -182,28 +207,45 @@ def _sweep_columns(rows: pd.DataFrame) -> dict:
 def _missing_row(claim: Claim) -> dict:
     """A comparison that no sweep holds: the command that makes it."""
     return {"kind": "finding", "finding": claim.finding, "comparison": f"{display(claim.arm)} - {display(claim.baseline)}",
-            "paper": claim.paper, "cite": claim.cite, "sweep": "-", "verdict": "no sweep",
+            "measure": claim.measure, "paper": claim.paper, "cite": claim.cite, "sweep": "-", "verdict": "no sweep",
             "command": f"arena sweep dimension={claim.dimension}"}
+
+
+def _collapse_columns(rows: pd.DataFrame, claim: Claim, seeds, verdict: str) -> dict:
+    """The collapse counts beside the verdict and the collapse-regime rule (collapse_rule.guarded): rows
+    are one sweep's runs; counts over the arm's and the baseline's runs on the paired seeds."""
+    from .collapse_rule import counts_text, guarded
+
+    arm, base = (rows[(rows["arm"] == a) & rows["seed"].isin(list(seeds))] for a in (claim.arm, claim.baseline))
+    n_arm, n_base = measures.collapsed_runs(arm), measures.collapsed_runs(base)
+    shown, confirmed = guarded(verdict, n_arm + n_base > 0, measures.collapsed_runs(rows) > 0)
+    return {"verdict": shown, "confirmed": confirmed, "collapsed": counts_text(n_arm, len(arm), n_base, len(base))}
 
 
 def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: float = verdicts.MIN_EFFECT) -> pd.DataFrame:
     """One row per (comparison, sweep holding both arms); a comparison no sweep holds gets one row
-    naming its command. Holm runs across the comparisons of one finding within one sweep."""
+    naming its command. Holm runs across the comparisons of one finding within one sweep, each on the
+    finding's measure (measures.py; runs without the measure columns get them from the runs alone)."""
+    if any(measures.column(c.measure) not in runs for c in claims):
+        runs = measures.add_measures(runs)
     out = []
     for finding in dict.fromkeys(c.finding for c in claims):
         members = [c for c in claims if c.finding == finding]
         for sweep, rows in runs.groupby("sweep", sort=True):
-            diffs = {c.arm: paired_differences(rows, c.arm, c.baseline) for c in members}
-            held = {arm: d for arm, d in diffs.items() if len(d)}
+            # keyed by position: one finding may compare an arm with two baselines, or on two measures
+            diffs = {i: paired_differences(rows, c.arm, c.baseline, measures.column(c.measure)) for i, c in enumerate(members)}
+            held = {i: d for i, d in diffs.items() if len(d)}
             family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
-            for c in members:
-                if c.arm not in family:
+            for i, c in enumerate(members):
+                if i not in family:
                     continue
                 pair = rows[rows["arm"].isin([c.arm, c.baseline])]
+                collapse = _collapse_columns(rows, c, held[i].index, family[i].verdict)
                 out.append({"kind": "finding", "finding": finding, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
-                            "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
-                            **_comparison_columns(held[c.arm], family[c.arm]),
-                            "vs_paper": agreement(family[c.arm].verdict, c.sign),
+                            "measure": c.measure, "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
+                            **_comparison_columns(held[i], family[i]), **collapse,
+                            "vs_paper": agreement(family[i].verdict if collapse["confirmed"] or family[i].verdict in (
+                                verdicts.NO_DIFFERENCE, verdicts.UNDERPOWERED) else verdicts.UNDERPOWERED, c.sign),
                             "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
                                       f"{stability_text(rows[rows['arm'] == c.baseline])}",
                             "fell": f"{fell_text(rows[rows['arm'] == c.arm])} / {fell_text(rows[rows['arm'] == c.baseline])}"})
@@ -254,13 +296,13 @@ def _finding_lines(findings: pd.DataFrame) -> list[list[str]]:
     lines = []
     for _, r in findings.iterrows():
         if r["verdict"] == "no sweep":
-            lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", "-", "-",
-                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-", "-"])
+            lines.append([r["finding"], r["comparison"], r["measure"], f"{r['paper']} ({r['cite']})", "-", "-",
+                          f"no sweep holds both arms: `{r['command']}`", "-", "-", "-", "-", "-", "-", "-", "-"])
             continue
         where = f"{r['sweep']} (budget {r['budget']}; {r['commit']})"
-        lines.append([r["finding"], r["comparison"], f"{r['paper']} ({r['cite']})", where, r["seeds"], _effect(r),
-                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["vs_paper"],
-                      r["stable"], r["fell"]])
+        lines.append([r["finding"], r["comparison"], r["measure"], f"{r['paper']} ({r['cite']})", where, r["seeds"], _effect(r),
+                      r["per_seed"], _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["collapsed"],
+                      r["vs_paper"], r["stable"], r["fell"]])
     return lines
 
 
@@ -281,23 +323,29 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
     rule = (f"paired t over seeds, Holm across the comparisons of one finding in one sweep (family-wise "
             f"alpha {verdicts.ALPHA:g}); the interval is at the family-adjusted level; \"no difference\" needs it inside "
             f"+-{min_effect:g} points, \"underpowered\" says about how many seeds would resolve {min_effect:g} points; "
-            f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread")
-    out = [f"Findings: arm - baseline, final eval success on the same seed (points). Verdict rule: {rule}.", ""]
-    out += _md_table(["finding", "comparison", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
-                      "verdict", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
+            f"MDE: the smallest difference found with {verdicts.POWER:.0%} power at these seeds and this spread; "
+            f"collapsed: the arm's and the baseline's runs on the paired seeds that collapsed or were unstable; in a "
+            f"sweep where some run did, a better/worse whose runs saw none reads \"(no collapse seen)\" and "
+            f"is unresolved (docs/methods.md §14, the mixture null)")
+    measured = "; ".join(f"{m}: {text}" for m, text in measures.MEASURES.items())
+    out = [f"Findings (confirmatory): arm - baseline on the same seed, on the finding's measure (points; {measured}). "
+           f"Verdict rule: {rule}.", ""]
+    out += _md_table(["finding", "comparison", "measure", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
+                      "verdict", "collapsed or unstable: arm / baseline", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
                      _finding_lines(findings))
-    out += ["", "Gain over the BC start: final - step-0 eval of the same run (points); Holm across the sweep's arms.", ""]
-    out += _md_table(["sweep", "arm", "seeds", "gain [CI]", "per seed", "p (Holm)", "MDE", "verdict", "stable"],
+    out += ["", "Gain over the BC start (exploratory: an estimate, no verdict): final - step-0 eval of the same run "
+            "(points); the interval and p are Holm-adjusted across the sweep's arms.", ""]
+    out += _md_table(["sweep", "arm", "seeds", "gain [CI]", "per seed", "p (Holm)", "MDE", "stable"],
                      [[r["sweep"], r["comparison"].removesuffix(" - start"), r["seeds"], _effect(r), r["per_seed"],
-                       _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), _verdict(r), r["stable"]]
+                       _num(r["p_adjusted"], ".3f"), _num(r["mde"], ".1f"), r["stable"]]
                       for _, r in gain.iterrows()])
     out += ["", "Sweeps:", ""]
     out += _md_table(["sweep", "budget", "eval episodes", "runs", "commit", "command", "rows from"], _sweep_lines(runs))
     return "\n".join(out) + "\n"
 
 
-CSV_COLUMNS = ("kind", "finding", "comparison", "paper", "cite", "sweep", "budget", "commit", "seeds", "n", "per_seed",
-               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "vs_paper", "stable", "fell", "note",
+CSV_COLUMNS = ("kind", "finding", "comparison", "measure", "paper", "cite", "sweep", "budget", "commit", "seeds", "n", "per_seed",
+               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "collapsed", "vs_paper", "stable", "fell", "note",
                "command")
 
 
@@ -305,6 +353,8 @@ def render_csv(findings: pd.DataFrame, gain: pd.DataFrame) -> str:
     """Both tables as one CSV (kind = finding | gain), numbers to 6 significant digits."""
     import io
 
+    # gains are exploratory: no verdict word, no seeds-needed (which only an unresolved verdict has)
+    gain = gain.drop(columns=["verdict", "seeds_needed", "note"], errors="ignore")
     frame = pd.concat([findings, gain], ignore_index=True)
     frame = frame.reindex(columns=list(CSV_COLUMNS))
     frame["seeds_needed"] = frame["seeds_needed"].astype("Int64")

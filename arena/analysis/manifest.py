@@ -51,19 +51,25 @@ def chosen_hp(results_dir: str | Path, name: str, arm: str, env: str) -> Optiona
 
 
 def auto_seeds_section(manifest: dict[str, Any]) -> str:
-    """The report's "Seeds (seeds=auto)" section: how many seeds each arm got and why, and the
-    per-look level its verdicts are judged at; "" for a sweep with fixed seeds."""
+    """The report's "Seeds (seeds=auto)" section: how many seeds each arm got and why, and the bound
+    its verdicts are judged under; "" for a sweep with fixed seeds."""
     record = manifest.get("auto_seeds")
     if not isinstance(record, dict) or not isinstance(record.get("arms"), dict):
         return ""
-    lines = ["## Seeds (seeds=auto)", "",
-             f"{record.get('first_seeds')} seeds per arm first, then one more per round to each arm with an "
-             f"underpowered comparison, up to max_seeds={record.get('max_seeds')}; the baseline "
-             f"({record.get('baseline')}) runs every seed an arm compared with it runs. Up to {record.get('looks')} "
-             f"looks, so every verdict of this sweep holds at alpha = 0.05 / {record.get('looks')} = "
-             f"{record.get('alpha', float('nan')):.4g} per look (Bonferroni over the looks: the false-verdict rate "
-             f"stays <= 0.05 whatever the stopping; docs/design.md, Sweep: seeds=auto); min_effect "
-             f"{record.get('min_effect')} points.", ""]
+    if record.get("bound"):
+        families = "; ".join(f"{f}: {', '.join(names)}" for f, names in (record.get("families") or {}).items())
+        how = (f"{record.get('first_seeds')} seeds per arm first, then one more per round to each end of an "
+               f"underpowered confirmatory comparison ({families or 'none'}), up to max_seeds={record.get('max_seeds')}. "
+               f"Each family is judged at every look under a group-sequential bound ({record.get('bound')} alpha "
+               f"spending over the {record.get('looks')} looks, family-wise {record.get('alpha')}), so its false-verdict "
+               "rate stays <= 0.05 whatever the stopping (docs/design.md, Sweep: seeds=auto); min_effect "
+               f"{record.get('min_effect')} points.")
+    else:  # an older arena's record: Bonferroni over the looks
+        how = (f"{record.get('first_seeds')} seeds per arm first, then one more per round to each arm with an "
+               f"underpowered comparison, up to max_seeds={record.get('max_seeds')}. Up to {record.get('looks')} looks, "
+               f"so every verdict of this sweep holds at alpha = 0.05 / {record.get('looks')} = "
+               f"{record.get('alpha', float('nan')):.4g} per look; min_effect {record.get('min_effect')} points.")
+    lines = ["## Seeds (seeds=auto)", "", how, ""]
     for arm, row in record["arms"].items():
         verdicts = ", ".join(f"{fam} {v}" for fam, v in (row.get("verdicts") or {}).items())
         lines.append(f"- {arm}: {row.get('seeds')} seeds, {row.get('reason')}" + (f" ({verdicts})" if verdicts else ""))

@@ -16,8 +16,9 @@ import json
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
@@ -31,7 +32,7 @@ from .manifest import auto_seeds_section, chosen_hp, load_manifest
 from .table_data import build_table
 from . import verdicts
 from .verdicts import MIN_EFFECT
-from .tables import render_csv, render_latex, render_markdown
+from .tables import render_confirmatory_csv, render_csv, render_latex, render_markdown
 
 def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
     """The distinct git SHAs of the finished runs; ValueError if more than one (unless allowed)."""
@@ -40,6 +41,38 @@ def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str
         raise ValueError(f"runs come from mixed git SHAs: {', '.join(shas)}; rerun them at one commit or pass "
                          "allow_mixed=true")
     return shas
+
+
+@dataclass(frozen=True)
+class Confirmatory:
+    """The report's confirmatory section: one row per finding comparison and the notes that say why."""
+    rows: pd.DataFrame
+    notes: list[str]
+
+
+def auto_bound(record: dict):
+    """The group-sequential bound a seeds=auto manifest record names (sequential.SpendingBound), or None."""
+    if not record.get("bound"):
+        return None
+    from .sequential import SpendingBound
+
+    return SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))
+
+
+def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[str], *, min_effect: float = MIN_EFFECT,
+                         tidy_of: Callable[[], Optional[pd.DataFrame]] = lambda: None, bound=None,
+                         alpha: float = verdicts.ALPHA) -> Confirmatory:
+    """The swept dimension's findings (confirmatory.families_for) judged on the runs; `tidy_of` gives
+    the metrics table when a finding's measure needs the eval curves; `bound`: a seeds=auto sweep's."""
+    from . import confirmatory, measures
+
+    arms = [a for a in manifest.get("grid", []) if a in set(runs["arm"])] or list(dict.fromkeys(runs["arm"]))
+    families = confirmatory.families_for(manifest.get("dimension"), arms, baseline)
+    curves = any(f.measure == measures.DROP_FROM_BEST for f in families)
+    scored = runs.assign(sweep=runs["sweep"] if "sweep" in runs else "")
+    scored = measures.add_measures(scored, tidy_of() if curves else None)
+    rows = confirmatory.judge(scored, families, min_effect=min_effect, alpha=alpha, bound=bound)
+    return Confirmatory(rows, confirmatory.notes(rows, min_effect=min_effect, alpha=alpha, bound=bound))
 
 
 def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optional[str] = None,
@@ -53,21 +86,26 @@ def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optiona
     if baseline is not None and baseline not in arms:
         raise ValueError(f"baseline={baseline!r} is not an arm of sweep {name!r}; valid values: {', '.join(arms)}")
     chosen = {(a, e): chosen_hp(results_dir, name, a, e) for a, e in runs[["arm", "env"]].drop_duplicates().itertuples(index=False)}
-    # a seeds=auto sweep is judged at its per-look level and its min_effect (the manifest's
-    # auto_seeds record), which its rounds were decided on (docs/design.md, Sweep: seeds=auto)
+    # a seeds=auto sweep's confirmatory families are judged under its group-sequential bound and its
+    # min_effect (the manifest's auto_seeds record), which its rounds were decided on (docs/design.md,
+    # Sweep: seeds=auto); a record without a bound (an older arena's) named one per-look level instead
     auto = manifest.get("auto_seeds") if isinstance(manifest.get("auto_seeds"), dict) else {}
-    alpha = float(auto.get("alpha", verdicts.ALPHA))
+    bound = auto_bound(auto)
+    alpha = verdicts.ALPHA if bound is not None else float(auto.get("alpha", verdicts.ALPHA))
     min_effect = float(auto.get("min_effect", min_effect)) if min_effect == MIN_EFFECT else min_effect
     cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline, min_effect=min_effect, alpha=alpha)
-    return manifest, runs, cells, arm_rows
+    section = confirmatory_section(runs, manifest, cells["baseline"].iloc[0] or None, min_effect=min_effect,
+                                   tidy_of=lambda: tidy_frame(results_dir, name, runs=runs), bound=bound,
+                                   alpha=alpha)
+    return manifest, runs, cells, arm_rows, section
 
 
 def print_summary_table(results_dir: str | Path, name: str, *, allow_mixed: bool = False,
                         baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> str:
     """The markdown table text (what table.md holds), for the sweep CLI to print."""
-    manifest, _, cells, arms = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed, baseline=baseline,
-                                      min_effect=min_effect)
-    return _with_seeds(render_markdown(cells, arms, name=name), manifest)
+    manifest, _, cells, arms, section = _table(Path(results_dir).resolve(), name, allow_mixed=allow_mixed,
+                                               baseline=baseline, min_effect=min_effect)
+    return _with_seeds(render_markdown(cells, arms, name=name, confirmatory=section), manifest)
 
 
 def _with_seeds(markdown: str, manifest: dict) -> str:
@@ -76,12 +114,15 @@ def _with_seeds(markdown: str, manifest: dict) -> str:
     return markdown if not section else markdown.rstrip("\n") + "\n\n" + section
 
 
-def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str, manifest: Optional[dict] = None) -> str:
-    """table.md, table.tex and table.csv under `out`; returns the markdown."""
-    markdown = _with_seeds(render_markdown(cells, arms, name=name), manifest or {})
+def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: str, manifest: Optional[dict] = None,
+                 confirmatory: Optional[Confirmatory] = None) -> str:
+    """table.md, table.tex, table.csv (and confirmatory.csv) under `out`; returns the markdown."""
+    markdown = _with_seeds(render_markdown(cells, arms, name=name, confirmatory=confirmatory), manifest or {})
     atomic_write_text(out / "table.md", markdown)
-    atomic_write_text(out / "table.tex", render_latex(cells, arms, name=name))
+    atomic_write_text(out / "table.tex", render_latex(cells, arms, name=name, confirmatory=confirmatory))
     atomic_write_text(out / "table.csv", render_csv(cells, arms))
+    if confirmatory is not None:
+        atomic_write_text(out / "confirmatory.csv", render_confirmatory_csv(confirmatory.rows))
     return markdown
 
 
@@ -92,10 +133,10 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     from .mechanisms import mechanism_table, render_mechanisms
 
     results_dir = Path(results_dir).resolve()
-    manifest, runs, cells, arms = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
-                                         min_effect=min_effect)
+    manifest, runs, cells, arms, section = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
+                                                  min_effect=min_effect)
     out = Results(results_dir).report(name)
-    markdown = write_tables(cells, arms, out, name=name, manifest=manifest)
+    markdown = write_tables(cells, arms, out, name=name, manifest=manifest, confirmatory=section)
     tidy = tidy_frame(results_dir, name, runs=runs)
     arm_names = list(cells["arm"].unique())
     atomic_write_text(out / "mechanisms.md", render_mechanisms(mechanism_table(tidy, arm_names), name=name))

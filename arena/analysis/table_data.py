@@ -173,7 +173,7 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
     """(cells, arms): cells has one row per (arm, env) plus (arm, Avg); arms one row per arm.
     `baseline` is the arm every other arm is compared to (default: baseline_arm(manifest));
     `min_effect` (points) is the difference a "no difference" verdict must rule out; `alpha` the
-    family-wise level (a seeds=auto sweep's per-look level: docs/design.md, Sweep: seeds=auto)."""
+    family-wise level (an older seeds=auto manifest's per-look level: docs/design.md, Sweep: seeds=auto)."""
     envs = env_order(runs, manifest)
     base = baseline or baseline_arm(manifest)
     groups = {key: cell for key, cell in runs.groupby(["arm", "env"], sort=False)}

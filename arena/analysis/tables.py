@@ -18,7 +18,8 @@ import pandas as pd
 from . import stats, verdicts
 from .table_data import AVG
 
-COMPARISON_COLUMNS = ("", "_ci_low", "_ci_high", "_n", "_p", "_mde", "_seeds_needed", "_verdict", "_missing")
+# exploratory comparisons: estimate, interval, n, p (Holm within the column), mde; no verdict column
+COMPARISON_COLUMNS = ("", "_ci_low", "_ci_high", "_n", "_p", "_mde", "_missing")
 CELL_COLUMNS = ("arm", "method", "group", "env", "baseline", "n_seeds", "n_failed", "n_missing", "mean", "std", "ci_low",
                 "ci_high", "missing", "start", "start_missing", *(f"gain{c}" for c in COMPARISON_COLUMNS),
                 *(f"diff{c}" for c in COMPARISON_COLUMNS), "twin_of", *(f"twin{c}" for c in COMPARISON_COLUMNS), "stable")
@@ -76,17 +77,14 @@ def _p_text(p: float) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
-def _verdict(row: pd.Series, prefix: str, *, none: str) -> list[str]:
-    """[verdict (p, Holm-adjusted), detectable difference (and, underpowered, the seeds needed)]."""
-    verdict = row[f"{prefix}_verdict"]
-    if not verdict:
+def _exploratory(row: pd.Series, prefix: str, *, none: str) -> list[str]:
+    """[p (Holm-adjusted within the column), detectable difference]: an exploratory comparison's
+    numbers, no verdict word (the confirmatory section alone has verdicts)."""
+    if not row[f"{prefix}_verdict"]:
         return [none, none]
-    p = row[f"{prefix}_p"]
     mde = row[f"{prefix}_mde"]
     detects = f"{mde:.1f}" if _ok(mde) and math.isfinite(mde) else none
-    if row[f"{prefix}_seeds_needed"]:
-        detects += f"; ~{row[f'{prefix}_seeds_needed']} seeds for {row['min_effect']:g}"
-    return [f"{verdict} ({_p_text(p)})" if row[f"{prefix}_n"] >= 2 else verdict, detects]
+    return [_p_text(row[f"{prefix}_p"]) if row[f"{prefix}_n"] >= 2 else "n<2", detects]
 
 
 def _start(row: pd.Series, *, none: str) -> str:
@@ -123,17 +121,18 @@ def _sections(cells: pd.DataFrame, arms: pd.DataFrame, none: str) -> list[tuple[
     """(title, column names, rows) of the four tables, shared by the markdown and LaTeX renderers."""
     envs = list(dict.fromkeys(cells["env"]))
     base = cells["baseline"].iloc[0] or "baseline"
-    verdict = lambda prefix: lambda b: _verdict(b.loc[AVG], prefix, none=none)  # noqa: E731
+    verdict = lambda prefix: lambda b: _exploratory(b.loc[AVG], prefix, none=none)  # noqa: E731
     per_method = [(r.group, r.arm, [r.method, str(r.n_runs), _arm_stat(r.iqm, r.iqm_ci_low, r.iqm_ci_high, r.missing, none, ".1f"),
                                     _arm_stat(r.p_improve, r.p_ci_low, r.p_ci_high, r.p_missing, none, ".2f"),
                                     _per_env(r.stable, str), _per_env(r.chosen_hp, _hp_text) or none])
                   for r in arms.itertuples()]
     return [
         ("Final eval success (points)", envs, _grid(cells, lambda r: [_final(r, pm="± ", none=none)])),
-        ("Start (step-0 eval, the BC policy) and gain = final - start per seed (points)",
-         [f"{e} {c}" for e in envs for c in ("start", "gain")] + ["gain verdict (Avg)", "gain detects (Avg)"],
+        ("Start (step-0 eval, the BC policy) and gain = final - start per seed (points; exploratory)",
+         [f"{e} {c}" for e in envs for c in ("start", "gain")] + ["gain p (Avg, Holm)", "gain detects (Avg)"],
          _grid(cells, lambda r: [_start(r, none=none), _paired(r, "gain", none=none)], verdict("gain"))),
-        (f"Paired change vs {base} (points): per seed, arm - {base} on the same seed", envs + ["verdict (Avg)", "detects (Avg)"],
+        (f"Paired change vs {base} (points; exploratory): per seed, arm - {base} on the same seed",
+         envs + ["p (Avg, Holm)", "detects (Avg)"],
          _grid(cells, lambda r: [_paired(r, "diff", none=none)], verdict("diff"))),
         ("Per method", ["method", "n", "IQM [95% CI]", f"P(>{base}) [95% CI]", "stable", "chosen hp"], per_method),
     ] + _twin_section(cells, envs, verdict("twin"), none)
@@ -148,8 +147,8 @@ def _twin_section(cells: pd.DataFrame, envs: list[str], verdict, none: str) -> l
     twin_of = dict(zip(paired["arm"], paired["twin_of"]))
     rows = [(group, f"{arm} - {twin_of[arm]}", texts)
             for group, arm, texts in _grid(paired, lambda r: [_paired(r, "twin", none=none)], verdict)]
-    return [("Sequence mask (Finding 2): per seed, each _sm arm - its unmasked twin (points)",
-             envs + ["verdict (Avg)", "detects (Avg)"], rows)]
+    return [("Sequence mask: per seed, each _sm arm - its unmasked twin (points; exploratory)",
+             envs + ["p (Avg, Holm)", "detects (Avg)"], rows)]
 
 
 def _family_size(cells: pd.DataFrame, prefix: str) -> int:
@@ -175,18 +174,15 @@ def notes(cells: pd.DataFrame) -> list[str]:
         f"Paired: d_s = arm_s - {base}_s on seeds both finished (the same seed: the same BC start and eval rooms); "
         "gain: d_s = final_s - start_s. Avg: d_s averaged over envs, on the seeds paired in every env; n = those "
         "seeds. Interval: the paired t-interval at the family-adjusted level (all d_s equal: \"tied\", none below 6 seeds).",
-        f"Verdict (one rule for every better/worse arena prints; p beside it is Holm-adjusted): better/worse = the "
-        f"paired t-test rejects 0 at a Holm-adjusted p < {verdicts.ALPHA:g}, by the sign of the mean; no difference = not rejected and the "
-        f"1 - {verdicts.ALPHA:g}/k interval (Bonferroni) lies inside ±{min_effect:g} points (min_effect); underpowered = "
-        "neither (fewer than 2 pairs included). Families (Avg column; each env column is its own): the gains of the "
-        f"{_family_size(cells, 'gain')} arms with 2 or more seed pairs; the {_family_size(cells, 'diff')} such arms "
-        f"against {base}" + (f"; the {_family_size(cells, 'twin')} _sm arms against their unmasked twins (twin_s = "
-                             "final_s(X_sm) - final_s(X))" if (cells["twin_of"] != "").any() else "") + ". Holm within each "
-        f"keeps the chance of any false better/worse in a family at most {verdicts.ALPHA:g} (d_s roughly normal or "
-        "symmetric; docs/methods.md, Statistics).",
+        "Exploratory (gain, paired change, sequence mask): estimates with intervals, no verdict word; the "
+        "verdicts are the confirmatory section's alone. Each column's interval and p are Holm-adjusted within the "
+        f"column (Avg: the gains of the {_family_size(cells, 'gain')} arms with 2 or more seed pairs; the "
+        f"{_family_size(cells, 'diff')} such arms against {base}"
+        + (f"; the {_family_size(cells, 'twin')} _sm arms against their unmasked twins, twin_s = final_s(X_sm) - "
+           "final_s(X)" if (cells["twin_of"] != "").any() else "") + "), so they are conservative as estimates.",
         f"detects: the smallest true difference the comparison finds with {verdicts.POWER:.0%} power at its n and "
-        f"observed sd (noncentral t, level {verdicts.ALPHA:g}/k); underpowered: about how many seeds would detect "
-        f"{min_effect:g} points.",
+        f"observed sd (noncentral t, level {verdicts.ALPHA:g}/k); underpowered (confirmatory): about how many seeds "
+        f"would detect {min_effect:g} points.",
         "Missing data, one rule for every column: an aggregate over envs (Avg, IQM, P) is computed only when every "
         "env has a finished seed (and, to compare, a finished baseline seed); otherwise it reads — (missing ENV).",
         f"IQM: 25% trimmed mean over (env, seed). P(>{base}): unpaired, P(X > Y) over all seed pairs per env, "
@@ -194,8 +190,26 @@ def notes(cells: pd.DataFrame) -> list[str]:
     ]
 
 
-def render_markdown(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> str:
+CONFIRMATORY_TITLE = "Confirmatory: the paper's findings for this grid (findings.yaml; the only verdicts)"
+
+
+def _confirmatory_rows(confirmatory) -> list[tuple[str, list[str], list]]:
+    """The confirmatory section as (title, columns, rows), first in every renderer; none without it."""
+    if confirmatory is None:
+        return []
+    from .confirmatory import lines
+
+    header, body = lines(confirmatory.rows)
+    return [(CONFIRMATORY_TITLE, header[2:], [(b[0], b[1], b[2:]) for b in body])]
+
+
+def render_markdown(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str, confirmatory=None) -> str:
+    """table.md; `confirmatory` (report.Confirmatory: rows and notes) is its first section."""
     out = [f"# {name}: eval success (points)\n\n"]
+    for title, columns, rows in _confirmatory_rows(confirmatory):
+        out += [f"## {title}\n\n", "| finding | comparison | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 2) + "\n"]
+        out += [f"| {g} | {a} | " + " | ".join(t) + " |\n" for g, a, t in rows] + ["\n"]
+        out += [f"- {line}\n" for line in confirmatory.notes] + ["\n"]
     for title, columns, rows in _sections(cells, arms, NONE_MD):
         out += [f"## {title}\n\n", "| group | arm | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 2) + "\n"]
         out += [f"| {g} | {a} | " + " | ".join(t) + " |\n" for g, a, t in rows] + ["\n"]
@@ -225,11 +239,20 @@ def _tex_tabular(rows: list[tuple[str, str, list[str]]], columns: list[str]) -> 
     return out + [r"\bottomrule" + "\n", r"\end{tabular}" + "\n"]
 
 
-def render_latex(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str) -> str:
+def render_latex(cells: pd.DataFrame, arms: pd.DataFrame, *, name: str, confirmatory=None) -> str:
     out = [f"% {_tex(name)}: eval success (points)\n"]
-    for title, columns, rows in _sections(cells, arms, NONE_TEX):
+    for title, columns, rows in _confirmatory_rows(confirmatory) + _sections(cells, arms, NONE_TEX):
         out += [f"\n% {_tex(title)}\n"] + _tex_tabular(rows, columns)
     return "".join(out) + "".join(f"% {_tex(line)}\n" for line in notes(cells))
+
+
+def render_confirmatory_csv(rows: pd.DataFrame) -> str:
+    """confirmatory.csv: one row per finding comparison (confirmatory.COLUMNS), 6 significant digits."""
+    frame = rows.copy()
+    frame["seeds_needed"] = frame["seeds_needed"].astype("Int64")
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.6g", lineterminator="\n")
+    return buf.getvalue()
 
 
 def render_csv(cells: pd.DataFrame, arms: pd.DataFrame) -> str:

@@ -99,7 +99,7 @@ def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] 
                     min_effect: Optional[float] = None) -> Path:
     """table.md/.tex/.csv and figures/ under `out`, from the two CSV files (min_effect: the report's key)."""
     from .figures import write_figures
-    from .report import write_tables
+    from .report import confirmatory_section, write_tables
     from .table_data import build_table
 
     runs, tidy, manifest = load_csv(prefix)
@@ -107,8 +107,9 @@ def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] 
         raise ValueError(f"baseline={baseline!r} is not an arm in {prefix}_runs.csv; valid values: {', '.join(manifest['grid'])}")
     extra = {} if min_effect is None else {"min_effect": min_effect}
     cells, arms = build_table(runs, manifest, {}, baseline=baseline, **extra)
+    section = confirmatory_section(runs, manifest, cells["baseline"].iloc[0] or None, tidy_of=lambda: tidy, **extra)
     out = Path(out)
-    write_tables(cells, arms, out, name=name or Path(prefix).name)
+    write_tables(cells, arms, out, name=name or Path(prefix).name, confirmatory=section)
     write_figures(tidy, runs, out / "figures", arm_order=list(cells["arm"].unique()), baseline=cells["baseline"].iloc[0] or None)
     return out
 

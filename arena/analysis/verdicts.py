@@ -20,6 +20,10 @@ Error rates (proved in docs/methods.md, checked by simulation in tests/analysis/
   - P(some "no difference" in the family where the true |difference| >= min_effect) <= ALPHA/2:
     that needs a 1 - ALPHA/k interval to miss its true mean on one side, and a union bound over the
     k intervals gives k * ALPHA/(2k).
+A family that is looked at again as seeds are added (seeds=auto) is judged under a group-sequential
+bound (`bound=`, arena/analysis/sequential.py): the same rule at each look's spending level.
+Which comparisons get verdicts at all: arena/analysis/confirmatory.py; how a collapse regime
+qualifies them: arena/analysis/collapse_rule.py.
 """
 from __future__ import annotations
 
@@ -121,19 +125,52 @@ def _interval_alpha(p: np.ndarray, rejected: np.ndarray, alpha: float) -> np.nda
     return np.where(rejected, alpha / (k - rank), alpha / max(k, 1))  # [..., k]
 
 
+def _sequential_holm(p: np.ndarray, n: np.ndarray, alpha: float, bound) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's step-down under a group-sequential bound (sequential.SpendingBound; seeds=auto).
+
+    Member i at n_i seeds is rejected at family level a when its t-test p_i < nominal(n_i, a), the
+    bound's level at its look (equivalently its sequential p*_i <= a). Step-down: with m members not
+    yet rejected, reject every one with p_i < nominal(n_i, alpha / m); repeat until none is added. This
+    is Holm on the p*_i (several crossing at alpha/m would each be rejected in turn, since alpha/m only
+    grows as m falls). Error: a false rejection needs a true null crossing its bound at a level
+    <= alpha / m0 (m0 true nulls), at some look; each does so with probability <= alpha / m0, so the
+    family errs with probability <= alpha (the union bound over the m0), at whatever look it stops.
+    Returns (rejected, the level each rejected member was rejected at; alpha / k for the others)."""
+    k = p.shape[-1]
+    rejected = np.zeros(p.shape, dtype=bool)  # [..., k]
+    level = np.full(p.shape, alpha / max(k, 1))  # [..., k]
+    for _ in range(k):
+        m = np.maximum(k - rejected.sum(axis=-1, keepdims=True), 1)  # [..., 1] members left
+        threshold = bound.nominal_array(n, np.broadcast_to(alpha / m, p.shape))  # [..., k]
+        new = ~rejected & (p < threshold) & (n >= 2)  # [..., k]
+        if not new.any():
+            break
+        level = np.where(new, np.broadcast_to(alpha / m, p.shape), level)
+        rejected |= new
+    return rejected, level
+
+
 def family_verdicts(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, *, min_effect: float = MIN_EFFECT,
-                    alpha: float = ALPHA) -> dict[str, np.ndarray]:
+                    alpha: float = ALPHA, bound=None) -> dict[str, np.ndarray]:
     """The rule on arrays whose last axis is one family (vectorised: simulations stack on the left).
 
     Returns p, p_adjusted, low, high and verdict (strings), each shaped like `mean`. The interval:
         mean -/+ t_{1 - a/2, n - 1} * sd / sqrt(n),   a = _interval_alpha(...)
-    (all d_s tied: see paired_t_test).
+    (all d_s tied: see paired_t_test). With `bound` (a seeds=auto sweep's sequential.SpendingBound)
+    the family is judged by _sequential_holm, each interval is drawn at the bound's nominal level for
+    its n and family level (a repeated confidence interval: all looks covered at once), and
+    p_adjusted is Holm over the sequential p* (sequential.SpendingBound.sequential_p).
     """
     mean, sd, n = np.broadcast_arrays(np.asarray(mean, float), np.asarray(sd, float), np.asarray(n, float))
     p = paired_t_test(mean, sd, n)  # [..., k]
-    p_adjusted = holm(p)  # [..., k]
-    rejected = (p_adjusted < alpha) & (n >= 2)  # [..., k]
-    level = _interval_alpha(p, rejected, alpha)  # [..., k]
+    if bound is None:
+        p_adjusted = holm(p)  # [..., k]
+        rejected = (p_adjusted < alpha) & (n >= 2)  # [..., k]
+        level = _interval_alpha(p, rejected, alpha)  # [..., k]
+    else:
+        rejected, family_level = _sequential_holm(p, n, alpha, bound)  # [..., k] each
+        level = bound.nominal_array(n, family_level)  # [..., k]
+        p_adjusted = holm(bound.sequential_p(p, n)) if p.size else p  # [..., k]
     with np.errstate(invalid="ignore", divide="ignore"):
         half = sps.t.ppf(1 - level / 2, np.maximum(n - 1, 1)) * sd / np.sqrt(n)  # [..., k]
     # All tied: the sign-flip interval (the shifts delta the test at `level` does not reject) is
@@ -228,7 +265,7 @@ def _note(n: int, p_adjusted: float, k: int, verdict: str, mde: float, seeds_nee
 
 
 def compare_family(diffs_by_name: Mapping[str, Sequence[float]], *, min_effect: float = MIN_EFFECT,
-                   alpha: float = ALPHA) -> dict[str, Comparison]:
+                   alpha: float = ALPHA, bound=None) -> dict[str, Comparison]:
     """The rule for a family of paired comparisons (Holm across the family), by name.
 
     The family is the members with at least 2 finite pairs: one with fewer has no test (verdict
@@ -244,17 +281,21 @@ def compare_family(diffs_by_name: Mapping[str, Sequence[float]], *, min_effect: 
         return {}
     n, mean, sd = (np.array(col, dtype=float) for col in zip(*(summaries[name] for name in order)))  # [members] each
     t = len(tested)
-    result = family_verdicts(mean[:t], sd[:t], n[:t], min_effect=min_effect, alpha=alpha)  # [t] each
+    result = family_verdicts(mean[:t], sd[:t], n[:t], min_effect=min_effect, alpha=alpha, bound=bound)  # [t] each
     untested = {"p": 1.0, "p_adjusted": 1.0, "low": np.nan, "high": np.nan, "verdict": UNDERPOWERED}
     result = {key: np.concatenate([value, np.full(len(order) - t, untested[key])]) for key, value in result.items()}
     out = {}
     for i, name in enumerate(order):
         n_i, verdict = int(n[i]), str(result["verdict"][i])
         spread = 0.0 if bool(all_tied(mean[i], sd[i])) else float(sd[i])  # tied: the sign-flip case
-        mde = detectable_difference(spread, n_i, alpha=alpha / k)
+        # the level the family guarantees this member: alpha / k, or under a sequential bound its
+        # nominal level at this n (at the last look's level for the seeds still to come)
+        member_alpha = alpha / k if bound is None else bound.nominal(n_i, alpha / k)
+        later_alpha = alpha / k if bound is None else bound.nominal(bound.max_seeds, alpha / k)
+        mde = detectable_difference(spread, n_i, alpha=member_alpha)
         needed = None
         if verdict == UNDERPOWERED and n_i >= 2:
-            needed = max(n_i + 1, seeds_to_detect(spread, min_effect, alpha=alpha / k) or 0)
+            needed = max(n_i + 1, seeds_to_detect(spread, min_effect, alpha=later_alpha) or 0)
         out[name] = Comparison(
             n=n_i, mean=float(mean[i]), sd=float(sd[i]), low=float(result["low"][i]), high=float(result["high"][i]),
             p=float(result["p"][i]), p_adjusted=float(result["p_adjusted"][i]), mde=mde, verdict=verdict,
@@ -265,16 +306,3 @@ def compare_family(diffs_by_name: Mapping[str, Sequence[float]], *, min_effect: 
 def compare(diffs: Sequence[float], *, min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> Comparison:
     """The rule for one paired comparison (a family of one: p_adjusted == p, a 1 - alpha interval)."""
     return compare_family({"d": diffs}, min_effect=min_effect, alpha=alpha)["d"]
-
-
-def alpha_per_look(max_looks: int, alpha: float = ALPHA) -> float:
-    """The per-look level for a sequential procedure that may test after each of up to `max_looks`
-    rounds (seeds=auto): Bonferroni over the looks, alpha / max_looks.
-
-    P(a false verdict at some look) <= sum over looks of P(false verdict at that look)
-    <= max_looks * alpha / max_looks = alpha, whatever rule decides when to stop or which arms get
-    more seeds (the union bound needs no independence between looks). Conservative next to
-    group-sequential spending bounds (e.g. O'Brien-Fleming), which need a fixed look schedule."""
-    if max_looks < 1:
-        raise ValueError(f"max_looks={max_looks}: must be >= 1")
-    return alpha / max_looks

@@ -3,31 +3,30 @@
 the scores from disk and runs the cells this module asks for.
 
 The procedure
+  families  the report's confirmatory families (arena.analysis.confirmatory.families_for): the swept
+            dimension's findings of findings.yaml, the sequence-mask twins of F2 among them, each
+            comparison `arm - baseline` on its finding's measure; a grid with no finding: every arm
+            against the baseline. Nothing else (gains over the start, other pairs) stops or grows.
   round 1   every arm runs seeds 0 .. first-1 (first = min(FIRST_SEEDS, max_seeds));
-  look r    when every cell of round r has finished, the comparisons are judged by the one
-            verdict rule (arena.analysis.verdicts.compare_family) at the per-look level
-            alpha' = verdicts.alpha_per_look(looks):
-              - arm vs baseline: d_s = final_s(arm) - final_s(baseline), one family (Holm);
-              - gain over the start: g_s = final_s - start_s of the same run, another family;
-            (points; with several envs d_s and g_s are the mean over envs of seed s, so the
-            seed stays the unit). An arm is unresolved while one of its comparisons is
-            "underpowered";
-  round r+1 each unresolved arm below max_seeds gets the next seed (its seeds stay 0 .. n-1);
-            the baseline gets one whenever an arm with as many seeds as it gets one (a paired
-            difference needs both runs of a seed), and for its own unresolved gain (grow_mask);
-  stop      when no arm gets a seed: each arm is resolved or at max_seeds.
+  look r    when every cell of round r has finished, each family is judged by the one verdict rule
+            (arena.analysis.verdicts.compare_family, Holm within the family) under the sweep's
+            group-sequential bound (AutoSeeds.bound). A comparison is unresolved while it is
+            "underpowered"; its pairs are the seeds both its arms have, 0 .. m-1,
+            m = min(n_arm, n_baseline);
+  round r+1 for each unresolved comparison with m < max_seeds, each of its two arms that has exactly m
+            seeds gets seed m (grow_mask), so every arm's seeds stay 0 .. n-1;
+  stop      when no arm gets a seed: every comparison is resolved or has max_seeds pairs.
 
-Error control under any stopping rule (a union bound, needing no independence): one
-comparison's sample size takes at most looks = max_seeds - first + 1 values (first .. max_seeds).
-Holm's procedure, whatever p-values it is given, rejects a true null only if the smallest
-true-null p-value is below alpha'/m0 (m0 true nulls in the family). So
-    P(a false "better"/"worse" in a family at the end)
-      <= sum over the m0 true nulls and the `looks` possible sample sizes n of
-         P(p_n <= alpha'/m0) = m0 * looks * alpha'/m0 = looks * alpha' = alpha,
-where p_n is the fixed-n paired t-test of the first n seeds (valid at each fixed n). The
-report judges the final data at the same alpha' (the manifest records it), so its verdicts
-carry this guarantee. Bonferroni over the looks is conservative next to group-sequential
-spending bounds, which need a fixed look schedule that per-arm stopping does not have.
+Error control. A comparison's pair count runs through the fixed schedule first, first + 1, ...,
+max_seeds (one seed a round), so a group-sequential bound applies: Lan-DeMets alpha spending with the
+O'Brien-Fleming-type function over those looks (arena.analysis.sequential). At m pairs its t-test is
+judged at the bound's nominal level for m, and Holm steps down within the family on those levels
+(verdicts._sequential_holm). A true-null comparison crosses its bound at some look with probability
+<= its level whatever the stopping (early stopping for "no difference", or because the other
+comparisons stopped, only removes looks), and Holm's union over the m0 true nulls keeps
+P(a false "better"/"worse" in the family) <= 0.05. The report judges the final data under the same
+bound (the manifest records it). Measured by simulation: tests/sweeps/test_auto_seeds.py (fast),
+analysis/sim_auto_seeds.py (the table in docs/design.md, Sweep: seeds=auto).
 """
 from __future__ import annotations
 
@@ -39,12 +38,12 @@ import numpy as np
 
 FIRST_SEEDS = 3  # seeds every arm runs before the first look (fewer when max_seeds is smaller)
 DEFAULT_MAX_SEEDS = 10  # max_seeds when seeds=auto comes without one
-DIFF, GAIN = "vs baseline", "gain"
+BOUND = "Lan-DeMets O'Brien-Fleming"  # the manifest's name for the bound (arena.analysis.sequential)
 
 
 @dataclass(frozen=True)
 class AutoSeeds:
-    """The sweep's seeds=auto settings; alpha is the per-look level every verdict uses."""
+    """The sweep's seeds=auto settings: its families are judged at family-wise `alpha` under `bound`."""
     max_seeds: int
     min_effect: float
 
@@ -54,19 +53,25 @@ class AutoSeeds:
 
     @property
     def looks(self) -> int:
-        # the sample sizes a comparison can end at: first, first + 1, ..., max_seeds
+        # the pair counts a comparison can be judged at: first, first + 1, ..., max_seeds
         return self.max_seeds - self.first + 1
 
     @property
     def alpha(self) -> float:
-        from arena.analysis.verdicts import alpha_per_look
+        from arena.analysis.verdicts import ALPHA
 
-        return alpha_per_look(self.looks)
+        return ALPHA
+
+    @property
+    def bound(self):
+        from arena.analysis.sequential import SpendingBound
+
+        return SpendingBound(self.first, self.max_seeds)
 
     def record(self) -> dict[str, Any]:
-        """What the manifest keeps (the report judges the final data at this alpha)."""
-        return {"max_seeds": self.max_seeds, "first_seeds": self.first, "looks": self.looks,
-                "alpha": self.alpha, "min_effect": self.min_effect}
+        """What the manifest keeps (the report judges the final data under this bound)."""
+        return {"max_seeds": self.max_seeds, "first_seeds": self.first, "looks": self.looks, "alpha": self.alpha,
+                "bound": BOUND, "min_effect": self.min_effect}
 
 
 def parse_auto(seeds: Any, max_seeds: Any, min_effect: Any) -> Optional[AutoSeeds]:
@@ -92,51 +97,79 @@ def parse_auto(seeds: Any, max_seeds: Any, min_effect: Any) -> Optional[AutoSeed
     return AutoSeeds(max_seeds=max_seeds, min_effect=float(min_effect))
 
 
-def grow_mask(unresolved: np.ndarray, counts: np.ndarray, baseline: Optional[int], max_seeds: int) -> np.ndarray:
-    """Which arms get the next seed; arrays [..., k] over the k arms (simulations stack on the left).
-        grow_a        = unresolved_a and counts_a < max_seeds                       (a != baseline)
-        grow_baseline = (unresolved_b and counts_b < max_seeds)
-                        or any over a of (grow_a and counts_a == counts_b)
-    Every arm's seeds are 0 .. counts - 1, so the baseline has every seed of an arm as long as
-    counts_b >= counts_a; it holds at the start and each round keeps it (an arm that catches up
-    with the baseline takes it along). So the baseline stays within max_seeds too."""
-    unresolved = np.asarray(unresolved, dtype=bool)  # [..., k]
-    counts = np.asarray(counts)  # [..., k]
-    grow = unresolved & (counts < max_seeds)  # [..., k]
-    if baseline is not None:
-        catches_up = grow & (counts == counts[..., baseline:baseline + 1])  # [..., k]
-        grow[..., baseline] |= np.delete(catches_up, baseline, axis=-1).any(axis=-1)
+@dataclass(frozen=True)
+class Pair:
+    """One confirmatory comparison: `arm - baseline` per seed on `measure`, in family `family`."""
+    family: str
+    name: str
+    arm: str
+    baseline: str
+    measure: str = "final"
+
+
+def pairs_of(families: Sequence[Any]) -> list[Pair]:
+    """The comparisons of confirmatory.Family objects, in order."""
+    from arena.analysis.findings import display
+
+    return [Pair(f.id, f"{display(c.arm)} - {display(c.baseline)}", c.arm, c.baseline, c.measure)
+            for f in families for c in f.members]
+
+
+def grow_mask(unresolved: np.ndarray, ends: np.ndarray, counts: np.ndarray, max_seeds: int) -> np.ndarray:
+    """Which arms get the next seed; unresolved [..., C] over the C comparisons, ends [C, 2] the
+    (arm, baseline) index of each, counts [..., A] over the A arms (simulations stack on the left).
+        m_c    = min(counts_arm(c), counts_baseline(c))      the pairs of comparison c
+        grow_a = any over c with a as an end of: unresolved_c and m_c < max_seeds and counts_a == m_c
+    An end with more than m_c seeds already has seed m_c; each arm's seeds stay 0 .. counts - 1, and no
+    arm passes max_seeds (it grows only when counts_a = m_c < max_seeds)."""
+    unresolved = np.asarray(unresolved, dtype=bool)  # [..., C]
+    counts = np.asarray(counts)  # [..., A]
+    grow = np.zeros(counts.shape, dtype=bool)  # [..., A]
+    for c, (a, b) in enumerate(np.asarray(ends).reshape(-1, 2)):
+        m = np.minimum(counts[..., a], counts[..., b])  # [...]
+        need = unresolved[..., c] & (m < max_seeds)  # [...]
+        grow[..., a] |= need & (counts[..., a] == m)
+        grow[..., b] |= need & (counts[..., b] == m)
     return grow
 
 
 @dataclass
 class Decision:
-    """One look: every comparison's Comparison, the unresolved arms, the arms that grow."""
+    """One look: every comparison's Comparison and printed verdict (by pair name), the unresolved
+    ones, the arms that grow."""
     counts: dict[str, int]
-    comparisons: dict[str, dict[str, Any]]  # arm -> {DIFF: Comparison (not for the baseline), GAIN: Comparison}
+    comparisons: dict[str, Any]
     unresolved: list[str]
     grow: list[str]
+    shown: dict[str, str] = field(default_factory=dict)
 
 
-def decide(diffs: Mapping[str, Sequence[float]], gains: Mapping[str, Sequence[float]], counts: Mapping[str, int],
-           baseline: Optional[str], auto: AutoSeeds) -> Decision:
-    """One look: the verdicts of both families at auto.alpha, then grow_mask. `diffs` holds
-    every arm but the baseline, `gains` every arm, `counts` every arm's seeds so far (in order)."""
-    from arena.analysis.verdicts import UNDERPOWERED, compare_family
+def decide(diffs: Mapping[str, Sequence[float]], counts: Mapping[str, int], pairs: Sequence[Pair],
+           auto: AutoSeeds, fallen: Optional[Mapping[str, bool]] = None, regime: bool = False) -> Decision:
+    """One look: each family judged (compare_family under auto.bound), then grow_mask. `diffs` holds
+    each pair's d_s on its pairs so far (points), `counts` every arm's seeds so far (in order);
+    `fallen[pair]`: a run of the pair's seeds fell (collapsed or unstable), `regime`: some run of the
+    sweep did. A comparison is unresolved while underpowered, or while its better/worse is not
+    confirmed (collapse_rule.guarded: a collapse regime, no fall among its runs)."""
+    from arena.analysis.collapse_rule import guarded
+    from arena.analysis.verdicts import compare_family
 
+    comparisons: dict[str, Any] = {}
+    for family in dict.fromkeys(p.family for p in pairs):
+        members = {p.name: diffs[p.name] for p in pairs if p.family == family}
+        comparisons.update(compare_family(members, min_effect=auto.min_effect, alpha=auto.alpha, bound=auto.bound))
     arms = list(counts)
-    per_family = {DIFF: compare_family(diffs, min_effect=auto.min_effect, alpha=auto.alpha) if diffs else {},
-                  GAIN: compare_family(gains, min_effect=auto.min_effect, alpha=auto.alpha) if gains else {}}
-    comparisons = {a: {fam: per_family[fam][a] for fam in (DIFF, GAIN) if a in per_family[fam]} for a in arms}
-    unresolved = [a for a in arms if any(c.verdict == UNDERPOWERED for c in comparisons[a].values())]
-    mask = grow_mask(np.array([a in unresolved for a in arms]), np.array([counts[a] for a in arms]),
-                     arms.index(baseline) if baseline in arms else None, auto.max_seeds)
+    judged = {p.name: guarded(comparisons[p.name].verdict, bool((fallen or {}).get(p.name)), regime) for p in pairs}
+    unresolved = [p.name for p in pairs if not judged[p.name][1]]
+    ends = np.array([[arms.index(p.arm), arms.index(p.baseline)] for p in pairs], dtype=int).reshape(-1, 2)
+    mask = grow_mask(np.array([p.name in unresolved for p in pairs], dtype=bool), ends,
+                     np.array([counts[a] for a in arms]), auto.max_seeds)
     return Decision(counts=dict(counts), comparisons=comparisons, unresolved=unresolved,
-                    grow=[a for a, g in zip(arms, mask) if g])
+                    grow=[a for a, g in zip(arms, mask) if g], shown={name: text for name, (text, _) in judged.items()})
 
 
-# (final points, start points) of one arm's seed (the mean over envs), or None while unfinished
-Scores = Callable[[str, int], Optional[tuple[float, float]]]
+# one arm's seed: {measure: points} (final, start and each measure the families read), or None while unfinished
+Scores = Callable[[str, int], Optional[Mapping[str, float]]]
 
 
 @dataclass
@@ -148,7 +181,7 @@ class History:
     complete: bool = False
 
 
-def replay(arms: Sequence[str], baseline: Optional[str], auto: AutoSeeds, scores: Scores) -> History:
+def replay(arms: Sequence[str], pairs: Sequence[Pair], auto: AutoSeeds, scores: Scores) -> History:
     """Every look whose cells have all finished, from round 1: the same scores give the same
     decisions, so a rerun (or a resumed sweep) reaches the rounds it had reached, and the one
     it was in. A look reads only the seeds of its own round."""
@@ -158,11 +191,14 @@ def replay(arms: Sequence[str], baseline: Optional[str], auto: AutoSeeds, scores
         got = {a: [scores(a, s) for s in range(counts[a])] for a in arms}
         if any(x is None for row in got.values() for x in row):
             return history  # this round still has cells to run
-        # points: d_s = final_s(arm) - final_s(baseline); g_s = final_s - start_s
-        gains = {a: [f - s for f, s in got[a]] for a in arms}
-        diffs = {a: [f - got[baseline][s][0] for s, (f, _) in enumerate(got[a])]
-                 for a in arms if baseline is not None and a != baseline}
-        decision = decide(diffs, gains, counts, baseline, auto)
+        # points: d_s = x_s(arm) - x_s(baseline) on the pair's measure, seeds 0 .. m-1
+        paired = {p.name: range(min(counts[p.arm], counts[p.baseline])) for p in pairs}
+        diffs = {p.name: [got[p.arm][s][p.measure] - got[p.baseline][s][p.measure] for s in paired[p.name]]
+                 for p in pairs}
+        # a fall (collapsed or unstable) in some env of the seed: its "collapsed" measure is above 0
+        fell = {a: [bool(x.get("collapsed", 0.0) > 0) for x in got[a]] for a in arms}
+        fallen = {p.name: any(fell[p.arm][s] or fell[p.baseline][s] for s in paired[p.name]) for p in pairs}
+        decision = decide(diffs, counts, pairs, auto, fallen, any(any(f) for f in fell.values()))
         history.looks.append(decision)
         if not decision.grow:
             history.complete = True
@@ -171,27 +207,26 @@ def replay(arms: Sequence[str], baseline: Optional[str], auto: AutoSeeds, scores
         history.counts = counts
 
 
-def seed_reasons(history: History, auto: AutoSeeds, baseline: Optional[str]) -> dict[str, dict[str, Any]]:
-    """arm -> {"seeds": n, "reason": why it has n seeds, "verdicts": {family: verdict}} after
-    the last look. "resolved at look k" names the look after which the arm got no more seeds;
-    the baseline's reason also says when it kept pace with the arms compared with it."""
+def seed_reasons(history: History, auto: AutoSeeds, pairs: Sequence[Pair]) -> dict[str, dict[str, Any]]:
+    """arm -> {"seeds": n, "reason": why it has n seeds, "verdicts": {comparison: verdict}} after the
+    last look, over the comparisons the arm is an end of. "resolved at look k" names the look after
+    which the arm got no more seeds."""
     if not history.looks:
         return {a: {"seeds": n, "reason": "round 1 not finished", "verdicts": {}} for a, n in history.counts.items()}
     last = history.looks[-1]
     out = {}
     for arm, n in history.counts.items():
-        verdicts = {fam: c.verdict for fam, c in last.comparisons[arm].items()}
+        own = [p.name for p in pairs if arm in (p.arm, p.baseline)]
+        verdicts = {name: last.shown.get(name, last.comparisons[name].verdict) for name in own}
         grew_at = [k for k, look in enumerate(history.looks, start=1) if arm in look.grow]
         settled = (grew_at[-1] + 1) if grew_at else 1
         if not history.complete:
             reason = f"round {len(history.looks) + 1} not finished"
-        elif arm not in last.unresolved:
+        elif not own:
+            reason = f"in no confirmatory comparison: the first {auto.first} seeds"
+        elif not set(own) & set(last.unresolved):
             reason = f"resolved at look {settled} ({n} seeds)"
-        elif arm in last.unresolved and n >= auto.max_seeds:
+        else:
             reason = f"reached max_seeds={auto.max_seeds} unresolved"
-        else:  # the baseline at max with its own comparisons resolved is covered above
-            reason = f"stopped at look {settled}"
-        if arm == baseline and history.complete and grew_at and arm not in history.looks[grew_at[-1] - 1].unresolved:
-            reason += "; the baseline runs every seed an arm compared with it runs"
         out[arm] = {"seeds": n, "reason": reason, "verdicts": verdicts}
     return out

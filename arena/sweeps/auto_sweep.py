@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from arena.runs.folder import RunFolder
 
-from .auto_seeds import DIFF, GAIN, AutoSeeds, History, replay, seed_reasons
+from .auto_seeds import AutoSeeds, History, Pair, pairs_of, replay, seed_reasons
 from .plan import Cell, SweepPlan, expand
 
 POINTS = 100.0
@@ -29,33 +29,60 @@ def baseline_of(plan: SweepPlan) -> Optional[str]:
     return baseline_arm({"grid": [a["name"] for a in plan.arms], "cells": rows})
 
 
-def _scores(plan: SweepPlan) -> Callable[[str, int], Optional[tuple[float, float]]]:
-    """scores(arm, seed): (final, start) in points, each the mean over the sweep's envs of that
-    seed's runs; None while one of those runs has not finished. A finished run without a score
-    gives NaN (the verdict rule leaves that seed out)."""
+def pairs(plan: SweepPlan) -> list[Pair]:
+    """The comparisons seeds=auto stops on: the report's confirmatory families for this grid
+    (arena.analysis.confirmatory.families_for), with the report's default baseline."""
+    from arena.analysis.confirmatory import families_for
+
+    return pairs_of(families_for(plan.dimension, [a["name"] for a in plan.arms], baseline_of(plan)))
+
+
+def _scores(plan: SweepPlan, curves: bool = False) -> Callable[[str, int], Optional[dict[str, float]]]:
+    """scores(arm, seed): {measure: points} (arena.analysis.measures: final; drop_from_best from the eval
+    points of metrics.jsonl; collapsed from the status), each the mean over the sweep's envs of that
+    seed's runs; None while one of those runs has not finished. A finished run without a score gives
+    NaN (the verdict rule leaves that seed out). `curves`: read metrics.jsonl (drop_from_best needs it)."""
     by_key = {(c.arm, c.env, c.seed): c for c in plan.worst_case}
 
-    def scores(arm: str, seed: int) -> Optional[tuple[float, float]]:
-        finals, starts = [], []
+    def scores(arm: str, seed: int) -> Optional[dict[str, float]]:
+        per_env = []
         for env in plan.envs:
             cell = by_key[(arm, env, seed)]
-            summary = RunFolder(cell.out, expect_cell_id=cell.cell_id).summary()
+            run = RunFolder(cell.out, expect_cell_id=cell.cell_id)
+            summary = run.summary()
             if summary is None:
                 return None
-            finals.append(_points(summary.get("final_eval_success")))
-            starts.append(_points(summary.get("initial_eval_success")))
-        return sum(finals) / len(finals), sum(starts) / len(starts)
+            per_env.append(_measures(run, summary, curves))
+        return {m: sum(v[m] for v in per_env) / len(per_env) for m in per_env[0]}
 
     return scores
 
 
+def _measures(run: RunFolder, summary: dict, curves: bool) -> dict[str, float]:
+    """One finished run's measures in points (docs/methods.md §14, Measures); drop_from_best is NaN
+    unless `curves`."""
+    final = _points(summary.get("final_eval_success"))
+    start = _points(summary.get("initial_eval_success"))
+    rows = run.read_metrics() if curves else []
+    evals = [_points(row.get("eval/success_rate")) for row in rows if "eval/success_rate" in row]
+    curve = [v for v in evals + [start, final] if math.isfinite(v)]
+    best = max(curve) if evals and curve else math.nan
+    fell = summary.get("status") == "collapsed" or summary.get("stable") is False  # measures.fell
+    return {"final": final, "start": start, "drop_from_best": best - final, "collapsed": POINTS * fell}
+
+
 def _points(value) -> float:
-    return float(value) * POINTS if value is not None else math.nan
+    try:
+        return float(value) * POINTS if value is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def current_round(plan: SweepPlan) -> History:
     """The looks the results on disk allow, and the current round's seeds per arm."""
-    return replay([a["name"] for a in plan.arms], baseline_of(plan), plan.auto, _scores(plan))
+    compared = pairs(plan)
+    curves = any(p.measure == "drop_from_best" for p in compared)
+    return replay([a["name"] for a in plan.arms], compared, plan.auto, _scores(plan, curves))
 
 
 def cells_of(plan: SweepPlan, counts: dict[str, int]) -> list[Cell]:
@@ -76,18 +103,18 @@ def prepare(plan: SweepPlan, auto: AutoSeeds) -> None:
 def _settle(plan: SweepPlan, history: History) -> None:
     plan.cells = cells_of(plan, history.counts)
     plan.seeds = list(range(max(history.counts.values())))
-    plan.extra["auto_seeds"] = {**plan.auto.record(), "baseline": baseline_of(plan), "complete": history.complete,
-                                "arms": seed_reasons(history, plan.auto, baseline_of(plan))}
+    families: dict[str, list[str]] = {}
+    for p in pairs(plan):
+        families.setdefault(p.family, []).append(p.name)
+    plan.extra["auto_seeds"] = {**plan.auto.record(), "baseline": baseline_of(plan), "families": families,
+                                "complete": history.complete, "arms": seed_reasons(history, plan.auto, pairs(plan))}
 
 
 def look_line(history: History) -> str:
-    """One progress line per look: each arm's verdicts and who gets the next seed."""
+    """One progress line per look: each confirmatory comparison's verdict and who gets the next seed."""
     look = history.looks[-1]
-    parts = []
-    for arm, comparisons in look.comparisons.items():
-        words = ", ".join(f"{fam} {c.verdict}" for fam, c in comparisons.items() if fam in (DIFF, GAIN))
-        parts.append(f"{arm} (n={look.counts[arm]}): {words}")
-    nxt = f"next seed for {', '.join(look.grow)}" if look.grow else "every arm resolved or at max_seeds: done"
+    parts = [f"{name} {look.shown.get(name, c.verdict)} (n={c.n})" for name, c in look.comparisons.items()]
+    nxt = f"next seed for {', '.join(look.grow)}" if look.grow else "every comparison resolved or at max_seeds: done"
     return f"[sweep] seeds=auto look {len(history.looks)}: " + "; ".join(parts) + f" -> {nxt}"
 
 
@@ -118,10 +145,11 @@ def run_rounds(plan: SweepPlan, run: Callable[[list[Cell]], dict[str, str]], *, 
 def summary_lines(plan: SweepPlan) -> list[str]:
     """The end of a seeds=auto sweep: each arm's seeds and why."""
     record = plan.extra.get("auto_seeds") or {}
-    lines = [f"[sweep] seeds=auto (max_seeds={record.get('max_seeds')}, {record.get('looks')} looks, each verdict at "
-             f"alpha {record.get('alpha', math.nan):.4g} = 0.05 / looks; min_effect {record.get('min_effect')} points; "
-             f"baseline {record.get('baseline')}):"]
+    families = "; ".join(f"{f}: {', '.join(names)}" for f, names in (record.get("families") or {}).items()) or "none"
+    lines = [f"[sweep] seeds=auto (max_seeds={record.get('max_seeds')}, {record.get('looks')} looks, {record.get('bound')} "
+             f"bound at family-wise alpha {record.get('alpha')}; families {families}; min_effect "
+             f"{record.get('min_effect')} points):"]
     for arm, row in (record.get("arms") or {}).items():
-        verdicts = ", ".join(f"{fam} {v}" for fam, v in row["verdicts"].items())
+        verdicts = ", ".join(f"{name} {v}" for name, v in row["verdicts"].items())
         lines.append(f"  {arm}: {row['seeds']} seeds, {row['reason']}" + (f" ({verdicts})" if verdicts else ""))
     return lines

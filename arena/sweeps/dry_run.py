@@ -197,8 +197,8 @@ def auto_lines(plan: SweepPlan, worst: int) -> list[str]:
     auto = plan.auto
     reached = ", ".join(f"{arm} {row['seeds']}" for arm, row in plan.extra["auto_seeds"]["arms"].items())
     return [f"[dry-run] seeds=auto: {auto.first} seeds per arm first, then one more per round to each unresolved arm, "
-            f"up to max_seeds={auto.max_seeds}; verdicts at alpha 0.05 / {auto.looks} looks = {auto.alpha:.4g}, "
-            f"min_effect {auto.min_effect:g} points",
+            f"up to max_seeds={auto.max_seeds}; the confirmatory families judged at each of {auto.looks} looks under "
+            f"{auto.bound.describe()}; min_effect {auto.min_effect:g} points",
             f"[dry-run] seeds=auto worst case: {worst} cells = {len(plan.arms)} arms x {len(plan.envs)} envs x "
             f"{auto.max_seeds} seeds (listed and estimated below); the results on disk have reached: {reached}"]
 

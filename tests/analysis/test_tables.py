@@ -186,19 +186,52 @@ def test_markdown_layout_is_pinned_by_golden(report_dir):
     assert text == GOLDEN.read_text()
 
 
+def test_confirmatory_rows_by_hand(results_dir, runs):
+    # The synthetic grid's dimension ("clipping") names no finding in findings.yaml, so its one
+    # confirmatory family is every arm against grpo on the final eval, on the seeds paired in every
+    # env: gspo d_s = 10, 15, 18.5 and sampo 42.5, 42.5, 46 (test_paired_comparison_by_hand);
+    # grpo_4mb has one seed paired in both envs (seed 0: (30 - 40 + 2 - 5) / 2 = -6.5): untested, k = 2.
+    # Holm: sampo 2 * 0.000713 -> better; gspo p = 0.02774 -> better, interval [3.8878, 25.1122].
+    from arena.analysis.report import confirmatory_section
+
+    section = confirmatory_section(runs, load_manifest(results_dir, NAME), "grpo", min_effect=5.0)
+    rows = section.rows.set_index("arm")
+    assert list(rows.index) == ["gspo", "grpo_4mb", "sampo"] and set(rows["finding"]) == {"vs grpo"}
+    t2_gspo = 14.5 ** 2 / (18.25 / 3)
+    # sampo's sokoban seed 2 collapsed (synthetic.STATUS): a collapse regime. gspo's t-test says better,
+    # but none of gspo's or grpo's 6 runs on the paired seeds collapsed: not confirmed (collapse_rule);
+    # sampo's own runs hold the collapse: its better stands
+    assert (rows.loc["gspo", "mean"], rows.loc["gspo", "verdict"]) == (pytest.approx(14.5), "better (no collapse seen)")
+    assert (rows.loc["gspo", "collapsed"], bool(rows.loc["gspo", "confirmed"])) == ("0/6 / 0/6", False)
+    assert (rows.loc["sampo", "collapsed"], bool(rows.loc["sampo", "confirmed"])) == ("1/6 / 0/6", True)
+    assert rows.loc["gspo", "p_adjusted"] == pytest.approx(_p_df2(t2_gspo), rel=1e-9)
+    assert (rows.loc["gspo", "low"], rows.loc["gspo", "high"]) == pytest.approx((3.8878, 25.1122), abs=1e-4)
+    assert (rows.loc["grpo_4mb", "n"], rows.loc["grpo_4mb", "per_seed"], rows.loc["grpo_4mb", "verdict"]) == (
+        1, "-6.5", "underpowered")
+    assert rows.loc["sampo", "verdict"] == "better" and rows.loc["sampo", "measure"] == "final"
+    assert "exploratory" in section.notes[0] and "fixed in the repository before any run" in section.notes[0]
+
+
 def test_csv_and_tex(report_dir):
     rows = list(csv.DictReader(io.StringIO((report_dir / "table.csv").read_text())))
     for col in ("arm", "method", "env", "n_seeds", "mean", "std", "ci_low", "ci_high", "stable", "start", "gain",
-                "diff", "diff_verdict", "diff_p", "diff_mde", "diff_seeds_needed", "gain_mde", "iqm_ci_low", "p_ci_high",
-                "baseline"):
+                "diff", "diff_p", "diff_mde", "gain_mde", "iqm_ci_low", "p_ci_high", "baseline"):
         assert col in rows[0]
+    # the exploratory comparisons carry no verdict word (the confirmatory section alone does)
+    assert not [col for col in rows[0] if col.endswith(("_verdict", "_seeds_needed"))]
+    confirmed = list(csv.DictReader(io.StringIO((report_dir / "confirmatory.csv").read_text())))
+    assert [(r["finding"], r["comparison"], r["measure"], r["verdict"]) for r in confirmed] == [
+        ("vs grpo", "GSPO - GRPO", "final", "better (no collapse seen)"),
+        ("vs grpo", "GRPO_4MB - GRPO", "final", "underpowered"),
+        ("vs grpo", "SAMPO - GRPO", "final", "better")]
     row = next(r for r in rows if r["arm"] == "grpo_4mb" and r["env"] == "sokoban")
     assert (row["n_seeds"], row["n_failed"], row["mean"], row["ci_low"]) == ("2", "1", "40.0000", "")
     assert [r["env"] for r in rows[:3]] == ["sokoban", "household", "Avg"]
     tex = (report_dir / "table.tex").read_text()
     assert r"50.0 $\pm$ 10.0 [40.0, 60.0] (n=3)" in tex and r"$n<3$" in tex and r"grpo\_4mb" in tex
-    # "~" is a tie and "<" another glyph in LaTeX text: both go to math (grpo's Avg gain row)
-    assert r"32.7; $\sim$17 seeds for 5" in tex and r"$n<2$ (n=1)" in tex and "~" not in tex
+    # "<" is another glyph in LaTeX text: it goes to math (grpo_4mb's Avg gain row); the confirmatory rows first
+    assert r"$n<2$ (n=1)" in tex and "~" not in tex
+    assert tex.index("GSPO - GRPO") < tex.index(r"50.0 $\pm$ 10.0")
 
 
 def test_table_rerun_is_byte_identical(results_dir, report_dir):

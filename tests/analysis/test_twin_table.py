@@ -46,7 +46,7 @@ def test_twin_comparison_by_hand():
         other = cells[(cells.arm == arm) & (cells.env == "Avg")].iloc[0]
         assert other.twin_of == "" and other.twin_verdict == "" and math.isnan(other.twin)
     markdown = render_markdown(cells, _, name="twins")
-    assert "## Sequence mask (Finding 2)" in markdown and "| cispo_sm - cispo | +13.3 [6.2, 20.5] (n=3)" in markdown
+    assert "## Sequence mask: per seed" in markdown and "| cispo_sm - cispo | +13.3 [6.2, 20.5] (n=3)" in markdown
     assert "the 1 _sm arms against their unmasked twins" in markdown
 
 

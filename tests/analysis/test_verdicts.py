@@ -236,12 +236,6 @@ def test_compare_family_agrees_with_the_vectorised_path():
         assert [fam[f"arm{j}"].verdict for j in range(4)] == list(fast[i])
 
 
-def test_alpha_per_look_is_bonferroni_over_the_looks():
-    assert V.alpha_per_look(1) == V.ALPHA and V.alpha_per_look(4) == pytest.approx(0.0125)
-    with pytest.raises(ValueError, match="max_looks"):
-        V.alpha_per_look(0)
-
-
 def test_a_member_without_two_pairs_is_not_in_the_family():
     # c has one pair: no test, and k stays 1 for a (so a's p is not doubled): a = [1, 2, 3],
     # mean 2, sd 1, t = 2 sqrt(3), df 2: p = 1 - sqrt(12 / 14) = 0.0741799 (df-2 closed form above)

@@ -10,18 +10,19 @@ from arena.sweeps.cli import sweep_main
 from . import fake_train
 
 # A grid of three arms; the fake trainer's finals per seed (fractions; points = x 100), start 0.30:
-#   grpo (baseline)  50 51 52 51 50 52      gains +20 +21 +22 +21 +20 +22
+#   grpo (baseline)  50 51 52 51 50 52
 #   st = grpo + [3, -3, 1, 2, -2, 1]        (points)
 #   big = grpo + [10, 11, 12, 11, 10, 12]
-# max_seeds=6: first 3 seeds, looks = 6 - 3 + 1 = 4, alpha' = 0.05 / 4 = 0.0125.
-# Look 1 (3 seeds each): big's diffs [10, 11, 12]: t = 11 sqrt 3 = 19.05, df 2, p = 1 - t / sqrt(t^2 + 2)
-#   = 0.00274; Holm with st (p = 0.87): 2 x 0.00274 = 0.0055 < 0.0125 -> "better": big stops at 3.
-#   st's diffs [3, -3, 1]: not rejected, and its interval (Bonferroni alpha'/2) is +-22: underpowered.
-#   Every gain has p < 0.01 and Holm rejects it ("better").
-# Looks 2, 3: st (and the baseline with it) get seeds 3, then 4; at n = 5 st's interval is
-#   0.2 +- t(1 - 0.003125, 4) 2.588 / sqrt 5 = 0.2 +- 5.26 x 1.158 = [-5.9, 6.3]: not inside +-5.
-# Look 4 (n = 6): mean 1/3, sd 2.338, t(1 - 0.003125, 5) = 4.526: 0.33 +- 4.32 = [-4.0, 4.65],
-#   inside (-5, 5) -> "no difference": st resolved at 6 = max_seeds; no arm grows: done.
+# The grid file's dimension (g3) names no finding, so the one confirmatory family is {st - grpo,
+# big - grpo} (Holm, k = 2). max_seeds=6: looks at 3, 4, 5, 6 seeds under the group-sequential bound.
+# Look 1 (3 seeds): big's d = [10, 11, 12]: t = 11 sqrt 3 = 19.05, df 2, p = 1 - t / sqrt(t^2 + 2)
+#   = 0.00274, above the first look's level at 0.05 / 2, alpha*(3/6) = 4 - 4 Phi(z_{1-0.025/4} / sqrt 0.5)
+#   = 0.000824: not rejected, and its interval is wide: underpowered; st too. Every arm gets seed 3.
+# Look 2 (4 seeds): big's d = [10, 11, 12, 11]: mean 11, sd 0.8165, t = 26.9, df 3, p = 0.000112, below
+#   the level at 4 seeds (0.0034 at 0.025) -> better: big stops at 4. st [3, -3, 1, 2]: underpowered.
+# Looks 3, 4: st (and grpo with it) get seeds 4, then 5. At n = 6: mean 1/3, sd 2.338, the level at 6
+#   seeds and 0.025 is 0.0175 (t_{df 5} 3.64): 0.33 +- 3.64 x 2.338 / sqrt 6 = [-2.99, 3.66], inside
+#   (-5, 5) -> "no difference": resolved at 6 = max_seeds; nothing grows: done.
 GRID = "arms:\n  - {name: grpo, po.method: grpo}\n  - {name: st, po.method: grpo_st}\n  - {name: big, po.method: gspo}\n"
 BASE = [50, 51, 52, 51, 50, 52]
 FINALS = {"grpo": [b / 100 for b in BASE], "st": [(b + d) / 100 for b, d in zip(BASE, [3, -3, 1, 2, -2, 1])],
@@ -67,39 +68,39 @@ def test_rounds_until_resolved_the_record_and_resume(auto_env, tmp_path):
     code, lines = _sweep([*auto_env, "seeds=auto", "max_seeds=6"])
     assert code == 0, lines
     m = _manifest(tmp_path)
-    assert _seeds(m) == {"grpo": [0, 1, 2, 3, 4, 5], "st": [0, 1, 2, 3, 4, 5], "big": [0, 1, 2]}
-    assert len(_calls(tmp_path)) == 15 and set(_calls(tmp_path).values()) == {1}  # each cell ran once
+    assert _seeds(m) == {"grpo": [0, 1, 2, 3, 4, 5], "st": [0, 1, 2, 3, 4, 5], "big": [0, 1, 2, 3]}
+    assert len(_calls(tmp_path)) == 16 and set(_calls(tmp_path).values()) == {1}  # each cell ran once
     # a BC stage per round for the new seeds' checkpoints (the seed is in the BC key; the arms
     # share them): seeds 0-2, then 3, 4, 5 -> 6 BC jobs
     assert (tmp_path / "bc_calls.log").read_text() == "sokoban\n" * 6
     record = m["auto_seeds"]
-    assert (record["max_seeds"], record["first_seeds"], record["looks"], record["alpha"]) == (6, 3, 4, 0.0125)
+    assert (record["max_seeds"], record["first_seeds"], record["looks"], record["alpha"]) == (6, 3, 4, 0.05)
+    assert record["bound"] == "Lan-DeMets O'Brien-Fleming" and record["families"] == {"vs grpo": ["ST - GRPO", "BIG - GRPO"]}
     assert record["baseline"] == "grpo" and record["complete"] is True
-    assert record["arms"]["big"] == {"seeds": 3, "reason": "resolved at look 1 (3 seeds)",
-                                     "verdicts": {"vs baseline": "better", "gain": "better"}}
+    assert record["arms"]["big"] == {"seeds": 4, "reason": "resolved at look 2 (4 seeds)",
+                                     "verdicts": {"BIG - GRPO": "better"}}
     assert record["arms"]["st"] == {"seeds": 6, "reason": "resolved at look 4 (6 seeds)",
-                                    "verdicts": {"vs baseline": "no difference", "gain": "better"}}
+                                    "verdicts": {"ST - GRPO": "no difference"}}
     assert record["arms"]["grpo"]["seeds"] == 6
     looks = [line for line in lines if "seeds=auto look" in line]
-    assert len(looks) == 4 and looks[0].endswith("-> next seed for grpo, st") and "done" in looks[-1]
-    assert any(line.strip() == "big: 3 seeds, resolved at look 1 (3 seeds) (vs baseline better, gain better)"
-               for line in lines)
+    assert len(looks) == 4 and looks[0].endswith("-> next seed for grpo, st, big") and "done" in looks[-1]
+    assert any(line.strip() == "big: 4 seeds, resolved at look 2 (4 seeds) (BIG - GRPO better)" for line in lines)
     report = (tmp_path / "sweeps" / "g3-smoke" / "report" / "table.md").read_text()
-    assert "- big: 3 seeds, resolved at look 1" in report  # the report says how many seeds and why
-    assert "alpha = 0.05 / 4 = 0.0125 per look" in report
-    # the report's verdicts are judged at that level: st's Avg interval is the look-4 one,
-    # 0.33 +- 4.32 = [-3.99, 4.65] (at 0.05, Bonferroni over the 2 arms: 0.33 +- 3.02)
+    assert "- big: 4 seeds, resolved at look 2" in report  # the report says how many seeds and why
+    assert "group-sequential bound (Lan-DeMets O'Brien-Fleming alpha spending over the 4 looks" in report
+    # the report's confirmatory verdicts are judged under that bound: st's interval is the look-4 one
     from arena.analysis.report import _table
 
-    cells = _table(tmp_path.resolve(), "g3-smoke", allow_mixed=True)[2]
-    st = cells[(cells["arm"] == "st") & (cells["env"] == "Avg")].iloc[0]
-    assert (round(st["diff_ci_low"], 2), round(st["diff_ci_high"], 2), st["diff_verdict"]) == (-3.99, 4.65, "no difference")
+    section = _table(tmp_path.resolve(), "g3-smoke", allow_mixed=True)[4]
+    st = section.rows.set_index("arm").loc["st"]
+    assert (round(st["low"], 2), round(st["high"], 2), st["verdict"]) == (-2.99, 3.66, "no difference")
+    assert section.rows.set_index("arm").loc["big", "verdict"] == "better"
 
     # rerun and resume reach the same decisions
     args = [*auto_env, "seeds=auto", "max_seeds=6"]
     first = _manifest(tmp_path)
     code, lines = _sweep(args)  # the same command again: nothing runs, the same manifest
-    assert code == 0 and lines[-1].startswith("[sweep] all 15 cells done"), lines[-1]
+    assert code == 0 and lines[-1].startswith("[sweep] all 16 cells done"), lines[-1]
     assert _manifest(tmp_path) == first and set(_calls(tmp_path).values()) == {1}
     # a cell of round 3 (st, seed 4) lost, as if the sweep were killed while it ran: the rerun
     # replays looks 1-2 from the files, reruns that cell only, and ends where it ended
@@ -119,7 +120,7 @@ def test_a_failed_round_stops_and_the_rerun_goes_on(auto_env, tmp_path, monkeypa
     assert _manifest(tmp_path)["auto_seeds"]["arms"]["st"]["reason"] == "round 1 not finished"
     monkeypatch.setenv("FAKE_FAIL_ARMS", "")
     assert _sweep(args)[0] == 0
-    assert _seeds(_manifest(tmp_path)) == {"grpo": [0, 1, 2, 3, 4, 5], "st": [0, 1, 2, 3, 4, 5], "big": [0, 1, 2]}
+    assert _seeds(_manifest(tmp_path)) == {"grpo": [0, 1, 2, 3, 4, 5], "st": [0, 1, 2, 3, 4, 5], "big": [0, 1, 2, 3]}
 
 
 @pytest.mark.parametrize("args, words", [
