@@ -68,7 +68,7 @@ def count_steps(progress_file: str, n: int, step_s: float) -> dict:
     return state
 
 
-# `scontrol` wrappers (sh; $1 is the real scontrol) that make one order of the preemption race certain
+# `scontrol` wrappers (sh; $REAL is the real scontrol) that make one order of the preemption race certain
 SCONTROL_THEN_SIGTERM = '"$REAL" "$@"\nkill -TERM $$\n'  # the requeue's SIGTERM reaches scontrol after its RPC
 # SLURM's SIGTERM to the job's step reaches scontrol before its RPC: the SIGTERM of a preemption
 # (`scancel --signal TERM`, sent before SIGUSR2 but delivered after it), then 2 s for it to arrive
