@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import submitit
-from submitit.core.logger import get_logger
 from submitit.slurm.slurm import SlurmJobEnvironment
 
 from arena.config.launchers import (KEYS, KINDS, check_launcher_keys, launcher_config,  # noqa: F401 (re-exported)
@@ -154,19 +152,19 @@ def _slurm_executor(settings: dict, folder: Path, *, timeout: int, threads: int,
 _SUBMITIT_REQUEUE = SlurmJobEnvironment._requeue
 
 
-def requeue_even_if_scontrol_is_terminated(env: SlurmJobEnvironment, countdown: int) -> None:
-    """submitit's requeue of a SLURM job from inside it (`scontrol requeue <job id>`), except that an
-    `scontrol` killed by SIGTERM counts as done. SLURM requeues the job and at once sends SIGTERM to
-    every process of the job, `scontrol` itself included when it has not exited yet; submitit then
-    raised inside its signal handler and wrote a failed result for a job that SLURM had requeued
-    (docs/testbed.md, "The SLURM requeue's own SIGTERM"). Any other failure of `scontrol` raises."""
+def requeue_with_sigterm_ignored(env: SlurmJobEnvironment, countdown: int) -> None:
+    """submitit's requeue of a SLURM job from inside it (`scontrol requeue <job id>`), run with SIGTERM
+    ignored, which `scontrol` inherits: SLURM's SIGTERMs to the job's processes (a preemption's, which
+    can arrive after its SIGUSR2, and the requeue's own) cannot kill it before or after it asks for
+    the requeue, so its exit status is the requeue's (docs/testbed.md, "A preempted job that ended
+    FAILED"). A failed `scontrol` raises, as in submitit. Call from the main thread (submitit calls it
+    from its SIGUSR2 handler); SIGTERM's handler is put back after (submitit's only logs it)."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         _SUBMITIT_REQUEUE(env, countdown)
-    except subprocess.CalledProcessError as error:
-        if error.returncode != -signal.SIGTERM:
-            raise
-        get_logger().info(f"Requeued job {env.job_id} ({countdown} remaining timeouts; scontrol was terminated by "
-                          "the requeue's SIGTERM)")
+    finally:
+        if previous is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, previous)
 
 
 class CheckpointableJob(submitit.helpers.Checkpointable):
@@ -174,14 +172,14 @@ class CheckpointableJob(submitit.helpers.Checkpointable):
 
     `fn` is any picklable callable (e.g. `functools.partial(run_cell, cfg_dict)`) that resumes
     from its own on-disk checkpoint, so the requeued job carries no in-memory state. Inside the
-    job, submitit's SLURM requeue is `requeue_even_if_scontrol_is_terminated`.
+    job, submitit's SLURM requeue is `requeue_with_sigterm_ignored`.
     """
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
 
     def __call__(self) -> Any:
-        SlurmJobEnvironment._requeue = requeue_even_if_scontrol_is_terminated  # in the process that runs the job
+        SlurmJobEnvironment._requeue = requeue_with_sigterm_ignored  # in the process that runs the job
         return self.fn()
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:

@@ -68,13 +68,18 @@ def count_steps(progress_file: str, n: int, step_s: float) -> dict:
     return state
 
 
-def count_steps_with_a_terminated_scontrol(wrapper_dir: str, real_scontrol: str, progress_file: str, n: int,
-                                           step_s: float) -> dict:
-    """count_steps, with `scontrol` on this job's PATH a wrapper that runs the real one and then
-    kills itself with SIGTERM: the race where SLURM's SIGTERM of the requeued job reaches
-    submitit's `scontrol requeue` before it exits, made certain."""
+# `scontrol` wrappers (sh; $REAL is the real scontrol) that make one order of the preemption race certain
+SCONTROL_THEN_SIGTERM = '"$REAL" "$@"\nkill -TERM $$\n'  # the requeue's SIGTERM reaches scontrol after its RPC
+# SLURM's SIGTERM to the job's step reaches scontrol before its RPC: the SIGTERM of a preemption
+# (`scancel --signal TERM`, sent before SIGUSR2 but delivered after it), then 2 s for it to arrive
+SIGTERM_THEN_SCONTROL = 'scancel --signal TERM "$SLURM_JOB_ID"\nsleep 2\nexec "$REAL" "$@"\n'
+
+
+def count_steps_with_a_wrapped_scontrol(wrapper_dir: str, real_scontrol: str, body: str, progress_file: str,
+                                        n: int, step_s: float) -> dict:
+    """count_steps, with `scontrol` on this job's PATH a wrapper (sh `body`, the real one in $REAL)."""
     wrapper = Path(wrapper_dir, "scontrol")
-    wrapper.write_text(f'#!/bin/sh\n"{real_scontrol}" "$@"\nkill -TERM $$\n')
+    wrapper.write_text(f'#!/bin/sh\nREAL="{real_scontrol}"\n{body}')
     wrapper.chmod(0o755)
     os.environ["PATH"] = f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}"
     return count_steps(progress_file, n, step_s)
@@ -113,16 +118,16 @@ def read_progress(path: Path) -> dict:
 
 
 def interrupt_and_resume(tmp_path: Path, *, timeout: bool, timeout_min: int,
-                         terminated_scontrol: bool = False) -> tuple[dict, int, str]:
-    """Run count_steps (or count_steps_with_a_terminated_scontrol), interrupt it after >= 3 steps,
-    and return (result, i at interrupt, log)."""
+                         scontrol_body: str | None = None) -> tuple[dict, int, str]:
+    """Run count_steps (or, with `scontrol_body`, count_steps_with_a_wrapped_scontrol), interrupt it
+    after >= 3 steps, and return (result, i at interrupt, log)."""
     progress = tmp_path / "progress.json"
     executor = ci_executor(tmp_path / "jobs", timeout_min=timeout_min)
     fn = functools.partial(count_steps, str(progress), 16, 0.5)
-    if terminated_scontrol:
+    if scontrol_body is not None:
         (tmp_path / "bin").mkdir()
-        fn = functools.partial(count_steps_with_a_terminated_scontrol, str(tmp_path / "bin"),
-                               shutil.which("scontrol"), str(progress), 16, 0.5)
+        fn = functools.partial(count_steps_with_a_wrapped_scontrol, str(tmp_path / "bin"),
+                               shutil.which("scontrol"), scontrol_body, str(progress), 16, 0.5)
     job = executor.submit(CheckpointableJob(fn))
     wait_until(lambda: read_progress(progress)["i"] >= 3, 60, "3 steps before the interrupt")
     job._interrupt(timeout=timeout)  # scancel --signal [SIGTERM then] USR2, like SLURM does
@@ -193,14 +198,17 @@ def test_preemption_checkpoints_requeues_and_resumes_from_disk(slurm_cluster, tm
     assert "this job is preempted" in log and "(3 remaining timeouts)" in log
 
 
-def test_a_requeue_whose_scontrol_is_terminated_still_resumes(slurm_cluster, tmp_path):
-    # the requeue's SIGTERM kills `scontrol requeue` before it exits (forced here): submitit alone
-    # raised inside its signal handler and the job failed (arena.sweeps.launchers)
+@pytest.mark.parametrize("scontrol_body", [SCONTROL_THEN_SIGTERM, SIGTERM_THEN_SCONTROL],
+                         ids=["sigterm-after-requeue", "sigterm-before-requeue"])
+def test_a_requeue_whose_scontrol_gets_sigterm_still_resumes(slurm_cluster, tmp_path, scontrol_body):
+    # SLURM's SIGTERM of the job reaches `scontrol requeue` after or before it requeued (forced here):
+    # submitit alone failed the job in the first order, and counting a terminated scontrol as requeued
+    # failed it in the second (the job ended FAILED, never requeued; arena.sweeps.launchers)
     result, i_at_interrupt, log = interrupt_and_resume(tmp_path, timeout=False, timeout_min=30,
-                                                       terminated_scontrol=True)
+                                                       scontrol_body=scontrol_body)
     assert result["i"] == 16 and result["restarts"] == [None, "1"]
     assert result["starts"][0] == 0 and i_at_interrupt <= result["starts"][1] < 16
-    assert "scontrol was terminated by the requeue's SIGTERM" in log
+    assert "Requeued job" in log and "DUE TO JOB REQUEUE" in log
 
 
 def test_timeout_requeues_and_resumes(slurm_cluster, tmp_path):
