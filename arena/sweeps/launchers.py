@@ -156,8 +156,8 @@ def requeue_with_sigterm_ignored(env: SlurmJobEnvironment, countdown: int) -> No
     """submitit's requeue of a SLURM job from inside it (`scontrol requeue <job id>`), run with SIGTERM
     ignored, which `scontrol` inherits: SLURM's SIGTERMs to the job's processes (a preemption's, which
     can arrive after its SIGUSR2, and the requeue's own) cannot kill it before or after it asks for
-    the requeue, so its exit status is the requeue's (docs/testbed.md, "A preempted job that ended
-    FAILED"). A failed `scontrol` raises, as in submitit. Call from the main thread (submitit calls it
+    the requeue, so its exit status is the requeue's (docs/testbed.md, "The SLURM requeue's own
+    SIGTERM"). A failed `scontrol` raises, as in submitit. Call from the main thread (submitit calls it
     from its SIGUSR2 handler); SIGTERM's handler is put back after (submitit's only logs it)."""
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
