@@ -121,8 +121,9 @@ def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
 
 
 VERB_HELP: dict[str, VerbHelp] = {
-    "train": VerbHelp("arena train key=value ...", "Train one RL run into `out` (default <results_dir>/runs/<cell_id>) "
-                      "on the backend `backend=` names.", _run_sections),
+    "train": VerbHelp("arena train key=value ... [--dry-run]", "Train one RL run into `out` (default "
+                      "<results_dir>/runs/<cell_id>) on the backend `backend=` names.",
+                      lambda args=(): [("Train keys", _verb_keys("TrainArgs")), *_run_sections(args)]),
     "bc": VerbHelp("arena bc key=value ...", "Train (or find cached) the behaviour-cloning checkpoint of a run "
                    "config and print its report.", _run_sections),
     "sweep": VerbHelp("arena sweep dimension=NAME [key=value ...] [--dry-run]",

@@ -121,7 +121,12 @@ def render_sbatch(*, config_path: Path, nodes: int, settings: Mapping[str, Any],
     if absent:
         raise ValueError(f"launcher settings miss {absent}; valid keys: {', '.join(needed + ('partition', 'qos', 'account'))}")
     optional = {"partition": settings.get("partition"), "qos": settings.get("qos"), "account": settings.get("account")}
+    from .gpu_layout import CPUS_PER_GPU_BUNDLE, OTHER_ACTORS, VERL_DEFAULT_AGENT_WORKERS
+
     values = {
+        "cpus_per_gpu": CPUS_PER_GPU_BUNDLE, "ray_cpus_other": VERL_DEFAULT_AGENT_WORKERS + OTHER_ACTORS,
+        "signal_delay_s": int(settings.get("signal_delay_s") or 120),
+        "max_requeues": int(settings.get("max_num_timeout") if settings.get("max_num_timeout") is not None else 3),
         "job_name": job_name, "nodes": nodes, "gpus_per_node": int(settings["gpus"]),
         "cpus_per_task": int(settings["cpus"]), "mem_gb": int(settings["mem_gb"]), "time_min": int(settings["timeout_min"]),
         "log_dir": Path(log_dir).resolve(),
