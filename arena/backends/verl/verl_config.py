@@ -215,6 +215,25 @@ def user_overrides(cfg: DictConfig) -> dict[str, Any]:
     return out
 
 
+def config_problem(cfg: DictConfig) -> str | None:
+    """What is wrong with a run config for verl before any GPU count is known (a sweep's driver
+    checks every cell with it): the pretrained-model lint (recipe_lint), and each `verl.*` key
+    against verl's schema. None when nothing is."""
+    from .recipe_lint import lint
+
+    try:
+        lint(cfg)
+        out = copy.deepcopy(_base())
+        for key, value in user_overrides(cfg).items():
+            try:
+                _set(out, key, value)
+            except ValueError as exc:
+                raise ValueError(f"verl.{key}: {exc}") from None
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def build_verl_config(cfg: DictConfig, extra: Mapping[str, Any] = ()) -> DictConfig:
     """The verl config of an arena run config: arena's values, then `extra` (the run's runtime
     and dataset keys, main.run_verl_config), then the run's own `verl.*` keys (cfg.verl), each
