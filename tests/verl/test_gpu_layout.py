@@ -73,6 +73,15 @@ def test_the_arena_rollout_keeps_tp_1_and_cpu_runs_are_unchanged(tmp_path, monke
     assert (cpu.trainer.device, cpu.trainer.n_gpus_per_node, cpu.actor_rollout_ref.rollout.agent.num_workers) == ("cpu", 1, 1)
 
 
+def test_agent_workers_divide_the_episodes_of_a_step(tmp_path, monkeypatch):
+    # 3 groups x 4 = 12 episodes; verl's 8 workers would get 1.5 each (DataProto.chunk asserts);
+    # the divisors of 12 that are <= 8: 1, 2, 3, 4, 6 -> 6
+    _counts(monkeypatch, 1)
+    _, v = _run_config(tmp_path, ["model=qwen2.5-1.5b", "model.path=/models/q15", "batch_envs=3", "group_size=4",
+                                  "ppo_num_mini_batches=1"])
+    assert v.actor_rollout_ref.rollout.agent.num_workers == 6
+
+
 def test_attention_is_flash_attn_when_installed_else_sdpa_with_padding_kept(tmp_path, monkeypatch):
     _counts(monkeypatch, 1)
     monkeypatch.setattr(gpu_layout, "has_flash_attn", lambda: False)
