@@ -208,3 +208,14 @@ def test_gpu_smoke_script_parses():
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_smoke.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_a_local_gpu_sweep_job_sees_its_gpus(tmp_path, monkeypatch):
+    # submitit's LocalExecutor blanks CUDA_VISIBLE_DEVICES without gpus_per_node; launcher=local_gpu
+    # (gpus: all) passes the visible count, one job at a time; the plain local launcher passes none
+    from arena.sweeps import launchers
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    executor = launchers.make_executor("local_gpu", tmp_path / "gpu", timeout_min=5)
+    assert executor.parameters["gpus_per_node"] == 4 and launchers.job_parallelism("local_gpu") == 1
+    assert "gpus_per_node" not in launchers.make_executor("local", tmp_path / "cpu", timeout_min=5).parameters
