@@ -219,3 +219,23 @@ def test_a_local_gpu_sweep_job_sees_its_gpus(tmp_path, monkeypatch):
     executor = launchers.make_executor("local_gpu", tmp_path / "gpu", timeout_min=5)
     assert executor.parameters["gpus_per_node"] == 4 and launchers.job_parallelism("local_gpu") == 1
     assert "gpus_per_node" not in launchers.make_executor("local", tmp_path / "cpu", timeout_min=5).parameters
+
+
+def test_a_driver_too_old_for_torch_is_named_as_such(monkeypatch):
+    # a CUDA 13 torch on a CUDA 12 driver: torch.cuda.is_available() is False and torch.cuda.init()
+    # raises torch's own "driver ... too old"; the exit-2 message says so instead of "no GPU"
+    import torch
+
+    from arena.backends.verl.launch import missing_for_training
+
+    monkeypatch.delenv("ARENA_VERL_GPUS_PER_NODE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+
+    def init():
+        raise RuntimeError("The NVIDIA driver on your system is too old (found version 12020). Please update.")
+
+    monkeypatch.setattr(torch.cuda, "init", init)
+    gpu = [m for m in missing_for_training(load_config(["backend=verl", "device=cuda"])) if "CUDA GPU" in m]
+    assert len(gpu) == 1 and "driver is too old for torch" in gpu[0] and "found version 12020" in gpu[0]
+    assert "arena[gpu-cu12]" in gpu[0]
