@@ -239,3 +239,12 @@ def test_a_driver_too_old_for_torch_is_named_as_such(monkeypatch):
     gpu = [m for m in missing_for_training(load_config(["backend=verl", "device=cuda"])) if "CUDA GPU" in m]
     assert len(gpu) == 1 and "driver is too old for torch" in gpu[0] and "found version 12020" in gpu[0]
     assert "arena[gpu-cu12]" in gpu[0]
+
+
+def test_a_sweep_checks_each_cell_s_verl_keys_before_launching(tmp_path):
+    rc, out, err = _cli(["sweep", "dimension=is_clipping", "backend=verl", "verl.trainer.nope=1",
+                         f"results_dir={tmp_path}", "--dry-run"])
+    assert rc == 2 and "unknown verl config key 'trainer.nope'; valid keys under 'trainer': balance_batch" in err
+    rc, out, _ = _cli(["sweep", "dimension=is_clipping", "backend=verl", "verl.trainer.balance_batch=false",
+                       f"results_dir={tmp_path}", "--dry-run"])
+    assert rc == 0 and "nothing written, nothing launched" in out

@@ -36,7 +36,7 @@ def test_cli_train_with_vllm_rollout_exits_2_naming_the_arena_rollout_and_create
     assert cli_main(["train", "backend=verl", "rollout.name=vllm", f"out={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
     assert "backend=verl cannot run here; missing: vllm (verl's vLLM rollout engine, for rollout.name=vllm)" in err
-    assert "use rollout.name=arena" in err and "pip install 'arena[gpu]'" in err
+    assert "use rollout.name=arena" in err and "pip install 'arena[gpu-cu13]'" in err and "'arena[gpu-cu12]'" in err
     assert not (tmp_path / "run").exists()
 
 

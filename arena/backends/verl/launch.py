@@ -37,7 +37,7 @@ ROLLOUT_ENGINES = {
     "sglang": ("sglang", "verl's SGLang rollout engine"),
     "trtllm": ("tensorrt_llm", "verl's TensorRT-LLM rollout engine"),
 }
-INSTALL_HINT = "pip install 'arena[gpu]'"
+INSTALL_HINT = "pip install 'arena[gpu-cu13]' (CUDA 13 driver) or 'arena[gpu-cu12]' (CUDA 12; docs/verl.md, Install)"
 ARENA_ROLLOUT_MODULE = "arena.backends.verl.arena_rollout"  # registers rollout.name=arena in verl
 # device=cpu: verl workers of a run (trainer.n_gpus_per_node, cpu_platform.cpu_overrides), one
 # logical "GPU" slot each on the run's private Ray head (main.run_training)
