@@ -390,7 +390,9 @@ def test_single_node_run_starts_its_own_ray_head_and_removes_it(tmp_path, ready,
     out = tmp_path / "run"
     assert main.run_training(_cfg(out), log=lambda *_: None) == 0
     assert seen["gcs"] == seen["address"] and not seen["address"].endswith(":6379")
-    assert (seen["resources"]["CPU"], seen["resources"]["GPU"]) == (1.0, 1.0)
+    # SLURM gives 1 CPU, but verl's actors ask for 3 (the GPU's bundle) + 8 agent-loop workers +
+    # 1 server + 2 (TaskRunner, router) = 14: the head declares 14 logical CPUs (gpu_layout.ray_cpus)
+    assert (seen["resources"]["CPU"], seen["resources"]["GPU"]) == (14.0, 1.0)
     assert "arena-ray-" in seen["temp_dir"]
     assert not os.path.exists(seen["temp_dir"])  # removed after the finished run
     assert "RAY_ADDRESS" not in os.environ and not ray.is_initialized()

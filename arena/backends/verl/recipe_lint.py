@@ -9,19 +9,22 @@ authors' wording, "full"). Such a run trains, logs and spends GPU hours, and lea
 collapses, with no error; the lint is an error, not a warning, for that reason. Each rule names
 the recipe (`model=qwen2.5-1.5b`, `model=qwen2.5-7b`) and the key to set.
 
-Pretrained: `model.path` is set and is either not a local folder (a hub id: the run itself
-refuses it, arena downloads nothing; `--dry-run` and `arena verl-config` show its config) or an
+Pretrained: `model.path` is set and is either a hub id, `<org>/<name>`, that is not a local
+folder (the run itself refuses it, arena downloads nothing; `--dry-run` and `arena verl-config`
+show its config), or an
 HF folder whose config.json has `hidden_size` >= PRETRAINED_HIDDEN (arena's own models, the
 BC checkpoints and run folders, are at most 256 wide: arena.lm.model.SIZES).
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 PRETRAINED_HIDDEN = 512  # wider than arena's largest size (medium, 256); Qwen2.5-0.5B is 896
 MIN_NEW_TOKENS = 64  # env.max_new_tokens floor for a pretrained LLM (recipe: 512)
 MAX_LR = 1e-5  # lr must be below this (recipe: 1e-6)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # <org>/<name>, as the Hugging Face hub names models
 RECIPES = "model=qwen2.5-1.5b or model=qwen2.5-7b (configs/model/, docs/verl.md)"
 
 
@@ -30,8 +33,8 @@ def is_pretrained(cfg) -> bool:
     if not cfg.model.path:
         return False
     path = Path(str(cfg.model.path)).expanduser()
-    if not path.is_dir():
-        return True
+    if not path.is_dir():  # a hub id ("Qwen/Qwen2.5-7B-Instruct") names a pretrained LLM; another path, nothing known
+        return HUB_ID.fullmatch(str(cfg.model.path)) is not None
     from arena.runs.policy import NoPolicy, policy_folder
 
     try:
