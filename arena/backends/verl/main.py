@@ -236,7 +236,7 @@ def freeze_heap_at_exit() -> None:
 
 
 def run_training(cfg, log=print) -> int:
-    from .launch import CPU_RUN_WORKERS, describe_missing, missing_for_training, uses_gpu
+    from .launch import describe_missing, missing_for_training, uses_gpu
 
     freeze_heap_at_exit()
     run = RunFolder(run_dir(cfg))
@@ -257,10 +257,11 @@ def run_training(cfg, log=print) -> int:
         log("[train] sort_micro_batches=true is the embedded trainer's; verl's actor forms its own micro-batches "
             "(the same gradient up to float rounding: docs/design.md, Micro-batches by length)")
     # a CPU run's head declares one "GPU" slot per worker (cpu_platform.CPUPlatform.ray_resource_name;
-    # cpu_overrides sets trainer.n_gpus_per_node to the same CPU_RUN_WORKERS) and enough logical
+    # cpu_overrides sets trainer.n_gpus_per_node to the same CPU_RUN_WORKERS, or the run's verl.trainer.
+    # n_gpus_per_node: cpu_workers, data parallelism over gloo) and enough logical
     # CPUs for verl's actors: each worker bundle asks for 3 (actor, ref and rollout colocated),
     # plus the TaskRunner, the agent-loop worker, the rollout server and verl's request router
-    slots = None if uses_gpu(cfg) else CPU_RUN_WORKERS
+    slots = None if uses_gpu(cfg) else cpu_workers(cfg)
     # the head is launched first: it boots while this process imports verl (build_verl_config)
     with RayCluster(run, log=log, num_gpus=slots, min_cpus=run_ray_cpus(cfg)) as cluster:
         return _train(cfg, run, cluster, log)
@@ -272,7 +273,19 @@ def run_ray_cpus(cfg) -> int:
     from .gpu_layout import ray_cpus, run_agent_workers
     from .launch import gpus_per_node, uses_gpu
 
-    return ray_cpus(gpus_per_node(), run_agent_workers(cfg)) if uses_gpu(cfg) else CPU_RUN_RAY_CPUS
+    if uses_gpu(cfg):
+        return ray_cpus(gpus_per_node(), run_agent_workers(cfg))
+    return max(CPU_RUN_RAY_CPUS, ray_cpus(cpu_workers(cfg), agent_workers=1))
+
+
+def cpu_workers(cfg) -> int:
+    """verl workers of a device=cpu run: launch.CPU_RUN_WORKERS, or the run's own
+    `verl.trainer.n_gpus_per_node` (data parallelism over gloo); one logical "GPU" slot each."""
+    from omegaconf import OmegaConf
+
+    from .launch import CPU_RUN_WORKERS
+
+    return int(OmegaConf.select(cfg, "verl.trainer.n_gpus_per_node", default=None) or CPU_RUN_WORKERS)
 
 
 def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:

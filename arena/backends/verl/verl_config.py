@@ -238,12 +238,13 @@ def build_verl_config(cfg: DictConfig, extra: Mapping[str, Any] = ()) -> DictCon
     """The verl config of an arena run config: arena's values, then `extra` (the run's runtime
     and dataset keys, main.run_verl_config), then the run's own `verl.*` keys (cfg.verl), each
     checked against verl's schema; then verl's validation (`validate`)."""
-    extra = dict(extra)
-    ranks = int(extra.get("trainer.n_gpus_per_node", 1) or 1) * int(extra.get("trainer.nnodes", 1) or 1)
+    extra, user = dict(extra), user_overrides(cfg)
+    world = {**extra, **user}  # the ranks verl splits a mini-batch over, the user's count included
+    ranks = int(world.get("trainer.n_gpus_per_node", 1) or 1) * int(world.get("trainer.nnodes", 1) or 1)
     out = copy.deepcopy(_base())
     for key, value in {**arena_values(cfg, ranks=ranks), **extra}.items():
         _set(out, key, value)
-    for key, value in user_overrides(cfg).items():
+    for key, value in user.items():
         try:
             _set(out, key, value)
         except ValueError as exc:
