@@ -22,7 +22,13 @@ def print_run_verl_config(cfg, verb: str = "verl-config") -> int:
     from arena.runs import RunFolder
     from arena.runs.layout import run_dir
 
-    from .launch import missing_for_training
+    import importlib.util
+
+    from .launch import INSTALL_HINT, missing_for_training
+
+    if importlib.util.find_spec("verl") is None:  # verl's own config and validation make the print
+        return print_bad_input(verb, f"printing a verl config needs verl installed (not found); valid: "
+                                     f"pip install 'arena[test]' (CPU), or {INSTALL_HINT}")
     from .main import run_verl_config
 
     try:
