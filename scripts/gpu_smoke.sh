@@ -54,8 +54,9 @@ if [[ -f "$OUT/run/metrics.jsonl" ]]; then
 import json, sys
 for line in open(sys.argv[1]):
     row = json.loads(line)
-    keys = [k for k in ("step", "eval/success", "train/success", "actor/pg_loss", "actor/grad_norm",
-                        "response_length/mean", "timing_s/step") if k in row]
+    keys = [k for k in ("step", "eval/success_rate", "train/success_rate", "rollout/format_valid_ratio",
+                        "actor/pg_loss", "actor/grad_norm", "response_length/mean", "prompt_length/mean",
+                        "perf/time_per_step", "timing_s/gen", "timing_s/update_actor") if k in row]
     print("  " + "  ".join(f"{k}={row[k]:.4g}" if isinstance(row[k], float) else f"{k}={row[k]}" for k in keys))
 PY
 fi
