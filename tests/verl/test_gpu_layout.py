@@ -203,11 +203,19 @@ def test_train_launcher_slurm_nodes_2_renders_a_valid_requeueing_script(monkeypa
     assert rc == 2 and "valid: backend=verl" in err
 
 
-def test_gpu_smoke_script_parses():
+def test_gpu_smoke_script_parses_and_stops_before_training_when_a_check_fails(tmp_path):
+    # on this GPU-less machine with a python that fails every import: each check prints FAIL, and
+    # the script exits 1 before `arena train` (no run folder is made)
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_smoke.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": "false", "OUT": str(tmp_path / "smoke")}
+    done = subprocess.run(["bash", str(script), str(tmp_path / "model")], env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for name in ("torch", "vllm", "flash-attn", "ray", "verl"):
+        assert f"FAIL  {name}" in done.stdout
+    assert "a check failed" in done.stdout and not (tmp_path / "smoke" / "run").exists()
 
 
 def test_a_local_gpu_sweep_job_sees_its_gpus(tmp_path, monkeypatch):
