@@ -37,8 +37,11 @@ def launcher_settings(cfg, launcher: str | None) -> dict:
     from arena.config.launchers import launcher_config
 
     if str(cfg.backend) != "verl":
-        raise BadInput(f"launcher= and nodes= on arena train submit a multi-node verl run; backend={cfg.backend} "
-                       "runs here (arena sweep launcher= spreads cells); valid: backend=verl")
+        from arena.config.verb_args import sweep_only_message
+
+        own = sweep_only_message("launcher", f"launcher={launcher}") + "; " if launcher else ""
+        raise BadInput(f"{own}launcher= and nodes= on arena train submit a multi-node verl run; backend="
+                       f"{cfg.backend} runs here; valid: backend=verl")
     try:
         settings = launcher_config(launcher or DEFAULT_LAUNCHER)
     except ValueError as exc:
