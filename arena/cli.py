@@ -115,15 +115,27 @@ def check_runs_here(cfg, *, backend: bool = True) -> None:
 def _train(args: Sequence[str]) -> int:
     """`arena train key=value ...`: one RL run into `out` (default <results_dir>/runs/<cell_id>),
     on the backend `backend=` names (embedded | verl). The run folder records the command and
-    what the run printed (arena.runs.run_log)."""
+    what the run printed (arena.runs.run_log). `--dry-run` prints the run's config (backend=verl:
+    the verl config it writes) and runs nothing; `launcher=<slurm launcher> nodes=N` (backend=verl)
+    submits the multi-node script instead of running here (arena.backends.verl.submit)."""
     from arena.backends import backend_of, check_trainable
+    from arena.config.verb_args import TrainArgs, parse_args
     from arena.runs.layout import run_dir
     from arena.config import BadConfig
     from arena.runs.provenance import pin_git_state
     from arena.runs.run_log import recording
 
+    parsed = parse_args(TrainArgs, args)
+    options = parsed.args
+    nodes = _int_option("nodes", options.nodes, 1)
+    cfg = _config(parsed.overrides)
+    if options.launcher is not None or nodes > 1:
+        from arena.backends.verl.submit import submit_main
+
+        return submit_main(cfg, options.launcher, nodes, dry_run=options.dry_run)
+    if options.dry_run:
+        return _dry_run(cfg)
     pin_git_state()  # the commit the run starts from (a checkout may move during a long run)
-    cfg = _config(args)
     try:
         check_trainable(cfg)
     except BadConfig as exc:
@@ -137,6 +149,19 @@ def _train(args: Sequence[str]) -> int:
         return EXIT_OK
     with recording(run.path):
         return backend_of(cfg).train_fn()(cfg)
+
+
+def _dry_run(cfg) -> int:
+    """`arena train --dry-run`: backend=verl prints the verl config the run writes (what this
+    machine lacks for it, on stderr); the embedded backend prints the resolved run config."""
+    if str(cfg.backend) == "verl":
+        from arena.backends.verl.cli import print_run_verl_config
+
+        return print_run_verl_config(cfg, "train")
+    from omegaconf import OmegaConf
+
+    print(OmegaConf.to_yaml(cfg), end="")
+    return EXIT_OK
 
 
 def _bc(args: Sequence[str]) -> int:

@@ -61,8 +61,10 @@ def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> li
 
     chosen = chosen_groups(args)
     meaning = {"env": "the environment: configs/env/<name>.yaml (sets env.*)",
-               "budget": "a size preset (steps, batch, eval, BC stop): configs/budget/<name>.yaml"}
-    return [KeyDoc(g, chosen.get(g, "sokoban" if g == "env" else "default"),
+               "budget": "a size preset (steps, batch, eval, BC stop): configs/budget/<name>.yaml",
+               "model": "a pretrained LLM's recipe for backend=verl: configs/model/<name>.yaml (docs/verl.md)"}
+    default = {"env": "sokoban", "budget": "default", "model": None}
+    return [KeyDoc(g, chosen.get(g, default[g]),
                    f"{meaning[g]}; valid: {' | '.join(group_options(g))}") for g in GROUPS if g not in leave_out]
 
 
@@ -116,13 +118,14 @@ def _eval_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
     """EvalArgs' keys, then `n` and `seed`: run config keys that eval reads its own way."""
     own = _verb_keys("EvalArgs") + [KeyDoc("n", None, "(int) eval episodes (eval.n)"),
                                     KeyDoc("seed", 0, "(int) the first held-out episode (the run config's seed)")]
-    return [("Eval keys", own), (GROUPS_TITLE, config_groups(args)),
+    return [("Eval keys", own), (GROUPS_TITLE, config_groups(args, leave_out=("model",))),  # model=: eval's own key
             (_RUN_TITLE, run_keys(args, leave_out=("seed",)))]
 
 
 VERB_HELP: dict[str, VerbHelp] = {
-    "train": VerbHelp("arena train key=value ...", "Train one RL run into `out` (default <results_dir>/runs/<cell_id>) "
-                      "on the backend `backend=` names.", _run_sections),
+    "train": VerbHelp("arena train key=value ... [--dry-run]", "Train one RL run into `out` (default "
+                      "<results_dir>/runs/<cell_id>) on the backend `backend=` names.",
+                      lambda args=(): [("Train keys", _verb_keys("TrainArgs")), *_run_sections(args)]),
     "bc": VerbHelp("arena bc key=value ...", "Train (or find cached) the behaviour-cloning checkpoint of a run "
                    "config and print its report.", _run_sections),
     "sweep": VerbHelp("arena sweep dimension=NAME [key=value ...] [--dry-run]",

@@ -25,16 +25,16 @@ def own_keys(verb):
     cell's seed and name. The keys of sweep, search and status are their argument dataclasses'
     fields (arena.config.verb_args); eval's and serve's too, their sections as dotted keys."""
     from arena.config.verb_args import (EnvsArgs, EvalArgs, FindingsArgs, MethodsArgs, ReportArgs, SearchArgs,
-                                        ServeArgs, StatusArgs, SweepArgs)
+                                        ServeArgs, StatusArgs, SweepArgs, TrainArgs)
 
-    run = ["env", "budget"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm"]]
+    run = ["env", "budget", "model"] + [k for k in leaf_keys(RunConfig) if k not in ["env.name", "budget", "arm"]]
     sweep_run = [k for k in run if k not in ("env", "seed", "name")]
-    return {"train": run, "bc": run, "verl-config": run,
+    return {"train": leaf_keys(TrainArgs) + run, "bc": run, "verl-config": run,
             "sweep": leaf_keys(SweepArgs) + sweep_run, "search": leaf_keys(SearchArgs) + sweep_run,
             "status": leaf_keys(StatusArgs), "report": leaf_keys(ReportArgs),
             "findings": leaf_keys(FindingsArgs), "methods": leaf_keys(MethodsArgs),
             "envs": ["play", "check", *leaf_keys(EnvsArgs), "<kwarg>"],
-            "eval": leaf_keys(EvalArgs) + ["n", "seed"] + [k for k in run if k != "seed"],
+            "eval": leaf_keys(EvalArgs) + ["n", "seed"] + [k for k in run if k not in ("seed", "model")],
             "serve": leaf_keys(ServeArgs)}[verb]
 
 
@@ -88,7 +88,7 @@ def leaf_defaults(cls, prefix=""):
 @pytest.mark.parametrize("verb, cls", [("sweep", "SweepArgs"), ("search", "SearchArgs"), ("status", "StatusArgs"),
                                        ("report", "ReportArgs"), ("findings", "FindingsArgs"),
                                        ("methods", "MethodsArgs"), ("envs", "EnvsArgs"), ("eval", "EvalArgs"),
-                                       ("serve", "ServeArgs")])
+                                       ("serve", "ServeArgs"), ("train", "TrainArgs")])
 def test_a_verb_s_own_keys_are_its_dataclass_s_fields_with_type_default_and_comment(verb, cls, capsys):
     from arena.config import verb_args
 

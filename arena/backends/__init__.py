@@ -26,10 +26,16 @@ def nothing_missing(cfg) -> Optional[str]:
 
 
 def verl_missing_message(cfg) -> Optional[str]:
-    """The exit-2 message when verl, Ray or the run's rollout engine are not importable here.
-    The GPU itself is checked when the run starts (a sweep's driver may be a GPU-less login node)."""
+    """The exit-2 message when verl, Ray or the run's rollout engine are not importable here, or
+    the config is wrong for verl (a `verl.*` key verl lacks, a pretrained model with toy settings:
+    verl_config.config_problem). The GPU itself is checked when the run starts (a sweep's driver
+    may be a GPU-less login node)."""
     missing = missing_packages(cfg)
-    return describe_missing(missing) if missing else None
+    if missing:
+        return describe_missing(missing)
+    from arena.backends.verl.verl_config import config_problem
+
+    return config_problem(cfg)
 
 
 def embedded_here_problem(cfg) -> Optional[str]:

@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 # Flags every verb takes; the verbs in VERB_FLAGS take these too.
 COMMON_FLAGS = ("-h", "--help")
-VERB_FLAGS = {"sweep": ("--dry-run",), "search": ("--dry-run",)}
+VERB_FLAGS = {"sweep": ("--dry-run",), "search": ("--dry-run",), "train": ("--dry-run",)}
 # Where the grids (the arms of a sweep) are explained; the path is the repository's.
 GRID_README = "sweeps/grids/README.md"
 

@@ -20,7 +20,7 @@ from .load import config_dir
 KINDS = ("local", "debug", "slurm")
 # The keys a launcher YAML of each kind may hold (every kind also has `kind`).
 KEYS = {
-    "local": ("cpus", "timeout_min", "signal_delay_s", "max_num_timeout"),
+    "local": ("cpus", "gpus", "timeout_min", "signal_delay_s", "max_num_timeout"),
     "debug": (),
     "slurm": ("partition", "gpus", "cpus", "mem_gb", "timeout_min", "qos", "account",
               "array_parallelism", "signal_delay_s", "max_num_timeout"),

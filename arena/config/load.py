@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from .schema import CHOICES, RunConfig
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
-OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")
+OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.", "verl.")
 # Keys that do not change what a run computes (docs/design.md, Run folder). tool_sandbox: a
 # record in config.yaml, not a key. dimension, seeds, launcher, fail_fast: the sweep's own keys
 # (arena.config.verb_args.SweepArgs), which RunConfig held once; a config.yaml written then holds
@@ -28,8 +28,10 @@ NOT_IN_CELL_ID = ("out", "results_dir", "name", "arm", "stability", "search", "w
 # Keys added after results existed, hashed only off their default so that earlier cells keep
 # their ids (a resumed sweep finds its result files): (section, key) -> default.
 # A top-level key has the section None.
-HASHED_OFF_DEFAULT = {("eval", "final_window"): True, ("bc", "pad_per_batch"): False, ("bc", "group_by_length"): False, (None, "sort_micro_batches"): "auto"}
-GROUPS = ("env", "budget")
+HASHED_OFF_DEFAULT = {(None, "verl"): {}, ("eval", "final_window"): True, ("bc", "pad_per_batch"): False, ("bc", "group_by_length"): False, (None, "sort_micro_batches"): "auto"}
+# model: a pretrained LLM's recipe (configs/model/<name>.yaml, docs/verl.md); the group sets
+# model.* and the run keys its recipe needs, the `model` section stays the schema's
+GROUPS = ("env", "budget", "model")
 
 
 class BadConfig(ValueError):
@@ -58,7 +60,7 @@ def _valid_keys(node: Any = None, prefix: str = "") -> list[str]:
     keys = []
     for k, v in node.items_ex(resolve=False) if hasattr(node, "items_ex") else node.items():
         path = f"{prefix}{k}"
-        if isinstance(v, DictConfig) and not (path + ".").startswith(OPEN_NAMESPACES) and path not in ("po.hp", "env.kwargs", "env.po_defaults"):
+        if isinstance(v, DictConfig) and not (path + ".").startswith(OPEN_NAMESPACES) and path not in ("po.hp", "env.kwargs", "env.po_defaults", "verl"):
             keys += _valid_keys(v, path + ".")
         else:
             keys.append(path)
@@ -191,6 +193,8 @@ def validate(cfg: DictConfig) -> None:
     except RangeError as exc:
         raise BadConfig(str(exc)) from exc
     resolve_po(cfg)  # validates po.* against the registries (raises BadConfig)
+    if cfg.verl and cfg.backend != "verl":
+        raise BadConfig(f"verl.* keys ({', '.join(sorted(cfg.verl))}) set verl's own config; valid only with backend=verl")
     if cfg.sort_micro_batches not in ("auto", True, False):
         raise BadConfig(f"sort_micro_batches={cfg.sort_micro_batches!r}: valid: auto, true, false")
     if cfg.sort_micro_batches is True and cfg.po.agg_norm != "global":

@@ -2,7 +2,8 @@
 Hydra validates against it. The comment on (or above) each field is its `arena <verb> --help` text.
 
 A key outside this schema is a user error (exit 2, valid keys listed): see `load.py`. The
-open namespaces are `po.hp.*` (checked against the chosen members' signatures by
+open namespaces are `verl.*` (checked against verl's own config by the verl backend),
+`po.hp.*` (checked against the chosen members' signatures by
 `arena.po.compose.resolve`), `env.kwargs.*` (checked by the environment's constructor) and
 `po_defaults` inside the environment's config.
 """
@@ -146,6 +147,9 @@ class RunConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    # backend=verl: verl.<dotted.path>=value sets that key of verl's trainer config (checked against
+    # verl's config when the run's verl config is built; docs/verl.md, Every verl knob)
+    verl: Dict[str, Any] = field(default_factory=dict)
     backend: str = "embedded"  # embedded | verl
     device: str = "cpu"  # cpu | cuda
     budget: str = "default"  # configs/budget/<name>.yaml: steps, batch and eval sizes together

@@ -62,6 +62,14 @@ class SearchArgs(CellsArgs):
 
 
 @dataclass
+class TrainArgs:
+    """`arena train`: its own keys; every other key is a run config key."""
+    dry_run: bool = False  # print the run's config (backend=verl: the verl config it writes, as YAML); run and write nothing (--dry-run)
+    launcher: Optional[str] = None  # backend=verl on SLURM: a slurm launcher (configs/launcher/) to submit the multi-node script with; none = run here
+    nodes: int = 1  # with launcher=: the nodes of the multi-node job, an integer >= 1
+
+
+@dataclass
 class StatusArgs:
     """`arena status`: a sweep's state from disk alone."""
     name: Optional[str] = None  # the sweep; required

@@ -65,8 +65,29 @@ def job_parallelism(launcher: str, *, cfg: Mapping[str, Any] | None = None, cpus
         return 1
     if settings["kind"] == "slurm":
         return int(settings.get("array_parallelism") or 1)
+    if local_gpus(settings):  # each job holds the GPUs it names; submitit gives every job the same ones
+        return 1
     per_job = int(cpus or settings.get("cpus") or 1)
     return max(1, (os.cpu_count() or 1) // per_job)
+
+
+def visible_gpus() -> int:
+    """NVIDIA GPUs this process may use, without importing torch: $CUDA_VISIBLE_DEVICES when set,
+    else the lines of `nvidia-smi -L`; 0 without either."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(line.startswith("GPU ") for line in done.stdout.splitlines()) if done.returncode == 0 else 0
+
+
+def local_gpus(settings: Mapping[str, Any]) -> int:
+    """GPUs of a local launcher's job: its `gpus` (an integer, or `all`: visible_gpus()), 0 when unset.
+    submitit's LocalExecutor sets CUDA_VISIBLE_DEVICES to the first `gpus_per_node` GPUs, and to ""
+    (no GPU) without it, so a job on a GPU machine sees none unless this is passed."""
+    gpus = settings.get("gpus") or 0
+    return visible_gpus() if gpus == "all" else int(gpus)
 
 
 def thread_env(cpus: int) -> dict[str, str]:
@@ -116,8 +137,9 @@ def make_executor(
     max_num_timeout = int(settings.get("max_num_timeout", 3))
     if kind == "local":
         executor = submitit.LocalExecutor(folder=folder / "%j", max_num_timeout=max_num_timeout)
+        gpus = {"gpus_per_node": local_gpus(settings)} if local_gpus(settings) else {}
         executor.update_parameters(timeout_min=int(timeout), setup=exports,
-                                   signal_delay_s=int(settings.get("signal_delay_s", 30)))
+                                   signal_delay_s=int(settings.get("signal_delay_s", 30)), **gpus)
         return executor
     return _slurm_executor(settings, folder, timeout=int(timeout), threads=threads, exports=exports,
                            max_num_timeout=max_num_timeout)

@@ -47,8 +47,22 @@ def _turn0_prompts(batch) -> dict[int, list[int]]:
     return {int(batch.traj_id[i]): batch.prompt_ids[i][batch.prompt_mask[i].bool()].tolist() for i in first}
 
 
+def _full_params(actor_dir, workers: int) -> dict[str, torch.Tensor]:
+    """The actor's whole parameters from verl's FSDP2 checkpoint of `workers` ranks: each rank's
+    file holds DTensors sharded on dim 0 (torch.chunk's split), so the whole tensor is the ranks'
+    local shards concatenated in rank order."""
+    ranks = [torch.load(actor_dir / f"model_world_size_{workers}_rank_{r}.pt", weights_only=False,
+                        map_location="cpu") for r in range(workers)]
+    local = [{n: (t.to_local() if hasattr(t, "to_local") else t) for n, t in rank.items()} for rank in ranks]
+    return {n: torch.cat([shard[n] for shard in local], dim=0) if workers > 1 else local[0][n] for n in local[0]}
+
+
 @pytest.mark.slow
-def test_one_verl_step_equals_the_embedded_step_on_the_same_turns(tmp_path, verl_bc_checkpoint):
+@pytest.mark.parametrize("workers", [1, 2], ids=["dp1", "dp2"])
+def test_one_verl_step_equals_the_embedded_step_on_the_same_turns(tmp_path, verl_bc_checkpoint, workers):
+    # workers=2: verl's data parallelism over gloo (two FSDP2 ranks, verl.trainer.n_gpus_per_node=2):
+    # each rank takes half of each mini-batch, and arena's loss (global agg_norm, over verl's
+    # global_batch_info) must still give the one-worker gradient once FSDP reduces the two halves
     from arena.agent.rollout import rollout
     from arena.lm.evaluate import evaluate
     from arena.lm.logprobs import token_logprobs_and_entropy
@@ -63,13 +77,13 @@ def test_one_verl_step_equals_the_embedded_step_on_the_same_turns(tmp_path, verl
 
     out, dump = tmp_path / "verl", tmp_path / "turns"
     common = [*CFG_ARGS, f"results_dir={tmp_path / 'results'}", f"model.path={verl_bc_checkpoint}"]
-    code, log = run_arena(["train", "backend=verl", *common, f"out={out}"], timeout=TIMEOUT_S,
+    data_parallel = [] if workers == 1 else [f"verl.trainer.n_gpus_per_node={workers}"]
+    code, log = run_arena(["train", "backend=verl", *common, *data_parallel, f"out={out}"], timeout=TIMEOUT_S,
                           env=arena_env(ARENA_VERL_DUMP_TURNS=str(dump)))
     assert code == 0, failure_text(out, log)
     rows = metrics_rows(out)
     verl_turns = torch.load(dump / "turns_step_1.pt", weights_only=False)["turns"]
-    verl_params = torch.load(out / "ckpt" / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt",
-                             weights_only=False, map_location="cpu")  # FSDP2 on one rank: whole DTensors
+    verl_params = _full_params(out / "ckpt" / "global_step_1" / "actor", workers)
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

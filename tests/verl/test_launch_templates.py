@@ -123,12 +123,15 @@ def test_render_sbatch_fills_every_placeholder_and_is_valid_bash(tmp_path):
                          job_name="arena-verl-test", python="/opt/venv/bin/python", pythonpath="/opt/code")
     assert "{{" not in text and "}}" not in text
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH")]
-    assert sbatch == ["#SBATCH --job-name=arena-verl-test", "#SBATCH --nodes=3", "#SBATCH --ntasks-per-node=1",
+    # SETTINGS has no signal_delay_s / max_num_timeout: USR1 120 s before the limit, 3 requeues
+    assert sbatch == ["#SBATCH --job-name=arena-verl-test", "#SBATCH --requeue", "#SBATCH --signal=B:USR1@120",
+                      "#SBATCH --nodes=3", "#SBATCH --ntasks-per-node=1",
                       "#SBATCH --gpus-per-node=4", "#SBATCH --cpus-per-task=16", "#SBATCH --mem=128G",
                       "#SBATCH --time=90", f"#SBATCH --output={tmp_path}/logs/%j.out",
                       f"#SBATCH --error={tmp_path}/logs/%j.err", "#SBATCH --partition=gpu", "#SBATCH --account=rl"]
     assert f"CONFIG={tmp_path}/config.yaml" in text and "PYTHON=/opt/venv/bin/python" in text
     assert "arena.backends.verl.main" in text and "ray_head free-ports" in text and "wait-nodes" in text
+    assert "SLURM_RESTART_COUNT:-0} < 3" in text and "trap requeue USR1" in text
     # the only GPU number in the script is SLURM's request line; the rest is read from the allocation
     assert _offending_lines(text) == ["#SBATCH --gpus-per-node=4"]
     script = tmp_path / "job.sbatch"
@@ -230,3 +233,23 @@ def test_a_cpu_runs_head_starts_without_cuda_visible_devices(tmp_path, monkeypat
         with pytest.raises(Started):
             heads[logical].start()
         assert "--num-gpus=1" in seen["cmd"] and ("CUDA_VISIBLE_DEVICES" in seen["env"]) is kept
+
+
+def test_the_script_requeues_on_usr1_and_still_exits_with_the_driver_s_status(tmp_path):
+    # the script's own requeue function, trap and wait loop, with scontrol recorded and a driver
+    # that exits 3 after 1.5 s; USR1 (SLURM's warning before the limit) arrives at 0.5 s
+    import signal
+    import time
+
+    text = render_sbatch(config_path=tmp_path / "c.yaml", nodes=2, settings=SETTINGS, log_dir=tmp_path)
+    trap = text[text.index("requeue() {"):text.index("trap requeue USR1") + len("trap requeue USR1")]
+    loop = text[text.index("while :; do"):text.index('exit "$status"') + len('exit "$status"')]
+    log = tmp_path / "scontrol.log"
+    harness = tmp_path / "harness.sh"
+    harness.write_text(f"set -euo pipefail\nSLURM_JOB_ID=42\nscontrol() {{ echo \"scontrol $*\" >> {log}; }}\n"
+                       f"{trap}\n(sleep 1.5; exit 3) &\ndriver=$!\n{loop}\n")
+    proc = subprocess.Popen(["bash", str(harness)])
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.wait(timeout=10) == 3  # the driver's status, after it ended (not the trap's 138)
+    assert log.read_text() == "scontrol requeue 42\n"

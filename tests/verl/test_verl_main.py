@@ -36,7 +36,7 @@ def test_cli_train_with_vllm_rollout_exits_2_naming_the_arena_rollout_and_create
     assert cli_main(["train", "backend=verl", "rollout.name=vllm", f"out={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
     assert "backend=verl cannot run here; missing: vllm (verl's vLLM rollout engine, for rollout.name=vllm)" in err
-    assert "use rollout.name=arena" in err and "pip install 'arena[gpu]'" in err
+    assert "use rollout.name=arena" in err and "pip install 'arena[gpu-cu13]'" in err and "'arena[gpu-cu12]'" in err
     assert not (tmp_path / "run").exists()
 
 
@@ -390,7 +390,9 @@ def test_single_node_run_starts_its_own_ray_head_and_removes_it(tmp_path, ready,
     out = tmp_path / "run"
     assert main.run_training(_cfg(out), log=lambda *_: None) == 0
     assert seen["gcs"] == seen["address"] and not seen["address"].endswith(":6379")
-    assert (seen["resources"]["CPU"], seen["resources"]["GPU"]) == (1.0, 1.0)
+    # SLURM gives 1 CPU, but verl's actors ask for 3 (the GPU's bundle) + 8 agent-loop workers +
+    # 1 server + 2 (TaskRunner, router) = 14: the head declares 14 logical CPUs (gpu_layout.ray_cpus)
+    assert (seen["resources"]["CPU"], seen["resources"]["GPU"]) == (14.0, 1.0)
     assert "arena-ray-" in seen["temp_dir"]
     assert not os.path.exists(seen["temp_dir"])  # removed after the finished run
     assert "RAY_ADDRESS" not in os.environ and not ray.is_initialized()

@@ -6,7 +6,8 @@ dataset columns, `uid`, `index`, ...). The loop plays one episode of our environ
 agent protocol, one LLM call per turn through verl's server handle:
 
     prompt_k = render_prompt(obs_k, history, k)                 (arena/agent/prompts.py)
-    ids_k    = tokenizer.encode(prompt_k, add_special_tokens=False)   (as the embedded sampler)
+    ids_k    = encode_prompt(tokenizer, prompt_k)   (as `arena eval`: the chat template when the
+               tokenizer has one, a pretrained LLM's; else the raw text, as the embedded sampler)
     out_k    = await server_manager.generate(request_id, prompt_ids=ids_k,
                                              sampling_params + {max_tokens, stop: ["</action>"]})
     out_k    = out_k cut after the first token whose text completes a stop string
@@ -82,6 +83,18 @@ def _records(traj: _Trajectory) -> list[dict]:
     return out
 
 
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """A turn's prompt ids, encoded as `arena eval` encodes them (LocalModel.encode,
+    arena/evaluation/local_model.py), so training and eval prompts are the same: one user message
+    in the tokenizer's chat template when it has one (a pretrained LLM's, as the authors' setup
+    uses it), else the raw text (arena's own tokenizers have none: CPU runs are unchanged)."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
+    return tokenizer.encode(prompt, add_special_tokens=False)
+
+
 class ArenaAgentLoop(AgentLoopBase):
     def __init__(self, *args, env_name: str = "sokoban", env_kwargs: Optional[dict] = None,
                  penalty_coef: float = 0.1, history_length: int = 2, template: str = "compact",
@@ -107,7 +120,7 @@ class ArenaAgentLoop(AgentLoopBase):
         last_prompt, last_response, last_logp = [], [], []
         while not traj.done and turn < traj.limit:
             prompt = traj.prompt(turn, history_length=self.history_length, template=self.template)
-            prompt_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+            prompt_ids = encode_prompt(self.tokenizer, prompt)
             t0 = time.perf_counter()
             out = await self.server_manager.generate(request_id, prompt_ids=prompt_ids, sampling_params=params)
             generate_seconds += time.perf_counter() - t0

@@ -245,6 +245,7 @@ def cpu_overrides() -> dict:
         model + "override_config": {"attn_implementation": "eager"},
         model + "use_remove_padding": False,
         "actor_rollout_ref.rollout.name": "arena",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,  # arena's sampler is not tensor-parallel
         "actor_rollout_ref.rollout.agent.num_workers": 1,  # verl's default 8 agent-loop actors
         "data.dataloader_num_workers": 0,  # verl's default 8 loader processes for a few parquet rows
         # float32 compute as the embedded backend (verl's FSDP default is bf16 parameters in the

@@ -37,7 +37,7 @@ ROLLOUT_ENGINES = {
     "sglang": ("sglang", "verl's SGLang rollout engine"),
     "trtllm": ("tensorrt_llm", "verl's TensorRT-LLM rollout engine"),
 }
-INSTALL_HINT = "pip install 'arena[gpu]'"
+INSTALL_HINT = "pip install 'arena[gpu-cu13]' (CUDA 13 driver) or 'arena[gpu-cu12]' (CUDA 12; docs/verl.md, Install)"
 ARENA_ROLLOUT_MODULE = "arena.backends.verl.arena_rollout"  # registers rollout.name=arena in verl
 # device=cpu: verl workers of a run (trainer.n_gpus_per_node, cpu_platform.cpu_overrides), one
 # logical "GPU" slot each on the run's private Ray head (main.run_training)
@@ -92,13 +92,35 @@ def missing_for_training(cfg=None) -> list[str]:
     engine (rollout.name=arena) when device=cpu."""
     missing = missing_packages(cfg)
     if uses_gpu(cfg) and gpus_per_node() == 0:
-        missing.append("a CUDA GPU (torch.cuda.is_available() is False and ARENA_VERL_GPUS_PER_NODE is unset); "
+        missing.append(f"a CUDA GPU ({cuda_problem()}; ARENA_VERL_GPUS_PER_NODE is unset); "
                        "device=cpu runs verl on the CPU")
     if not uses_gpu(cfg) and rollout_name(cfg) != "arena":
         missing.append(f"a rollout engine that runs on the CPU (rollout.name={rollout_name(cfg)} needs a GPU)")
     if rollout_name(cfg) == "arena" and importlib.util.find_spec(ARENA_ROLLOUT_MODULE) is None:
         missing.append(f"arena's rollout for verl ({ARENA_ROLLOUT_MODULE} is not importable)")
     return missing
+
+
+def cuda_problem() -> str:
+    """Why torch sees no CUDA GPU here, in torch.cuda's own words: a CPU build of torch, a driver
+    too old for torch's CUDA build (a CUDA 13 torch on a CUDA 12 driver: docs/verl.md, Install),
+    no driver at all."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU build (torch.version.cuda is None)"
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # torch.cuda's own error: "The NVIDIA driver on your system is too old (found ...)"
+        error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "too old" in error:
+            return (f"the NVIDIA driver is too old for torch {torch.__version__}, built for CUDA {torch.version.cuda}: "
+                    f"{error} Install the torch/vLLM pair for the driver's CUDA major (docs/verl.md, Install: "
+                    f"arena[gpu-cu12] for a CUDA 12 driver), or update the driver")
+        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) finds no GPU: {error}"
+    return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees {torch.cuda.device_count()} GPU(s)"
 
 
 def describe_missing(missing: list[str], cfg=None) -> str:
@@ -121,7 +143,12 @@ def render_sbatch(*, config_path: Path, nodes: int, settings: Mapping[str, Any],
     if absent:
         raise ValueError(f"launcher settings miss {absent}; valid keys: {', '.join(needed + ('partition', 'qos', 'account'))}")
     optional = {"partition": settings.get("partition"), "qos": settings.get("qos"), "account": settings.get("account")}
+    from .gpu_layout import CPUS_PER_GPU_BUNDLE, OTHER_ACTORS, VERL_DEFAULT_AGENT_WORKERS
+
     values = {
+        "cpus_per_gpu": CPUS_PER_GPU_BUNDLE, "ray_cpus_other": VERL_DEFAULT_AGENT_WORKERS + OTHER_ACTORS,
+        "signal_delay_s": int(settings.get("signal_delay_s") or 120),
+        "max_requeues": int(settings.get("max_num_timeout") if settings.get("max_num_timeout") is not None else 3),
         "job_name": job_name, "nodes": nodes, "gpus_per_node": int(settings["gpus"]),
         "cpus_per_task": int(settings["cpus"]), "mem_gb": int(settings["mem_gb"]), "time_min": int(settings["timeout_min"]),
         "log_dir": Path(log_dir).resolve(),

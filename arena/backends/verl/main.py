@@ -68,11 +68,33 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
     }
     if rollout_name(cfg) == "arena":  # one server per worker: arena's sampler is not tensor-parallel
         out["actor_rollout_ref.rollout.tensor_model_parallel_size"] = 1
-    if not uses_gpu(cfg):
+    if uses_gpu(cfg):  # TP, agent-loop workers, attention for this GPU count (gpu_layout.py)
+        from .gpu_layout import gpu_overrides
+
+        out.update(gpu_overrides(cfg, out["trainer.n_gpus_per_node"], rollout_name(cfg)))
+    else:
         from .cpu_platform import cpu_overrides
 
         out.update(cpu_overrides())
     return out
+
+
+def run_verl_config(cfg, run: RunFolder):
+    """The verl config this run writes to <run>/verl_config.yaml, but for `actor_rollout_ref.model.
+    path` when the run trains its BC start first (`initial_model_path`): arena's values, the
+    runtime and dataset keys, the run's `verl.*` keys, and the Ray workers' environment. What
+    `arena verl-config` and `arena train --dry-run` print. ValueError on a bad config."""
+    from omegaconf import open_dict
+
+    from .dataset import dataset_overrides
+    from .recipe_lint import lint
+    from .verl_config import build_verl_config
+
+    lint(cfg)
+    verl_cfg = build_verl_config(cfg, {**runtime_overrides(cfg, run), **dataset_overrides(run.path)})
+    with open_dict(verl_cfg):
+        verl_cfg.ray_kwargs.ray_init.runtime_env.env_vars = worker_env(cfg, run)
+    return verl_cfg
 
 
 def worker_env(cfg, run: RunFolder) -> dict[str, str]:
@@ -214,7 +236,7 @@ def freeze_heap_at_exit() -> None:
 
 
 def run_training(cfg, log=print) -> int:
-    from .launch import CPU_RUN_WORKERS, describe_missing, missing_for_training, uses_gpu
+    from .launch import describe_missing, missing_for_training, uses_gpu
 
     freeze_heap_at_exit()
     run = RunFolder(run_dir(cfg))
@@ -235,29 +257,48 @@ def run_training(cfg, log=print) -> int:
         log("[train] sort_micro_batches=true is the embedded trainer's; verl's actor forms its own micro-batches "
             "(the same gradient up to float rounding: docs/design.md, Micro-batches by length)")
     # a CPU run's head declares one "GPU" slot per worker (cpu_platform.CPUPlatform.ray_resource_name;
-    # cpu_overrides sets trainer.n_gpus_per_node to the same CPU_RUN_WORKERS) and enough logical
+    # cpu_overrides sets trainer.n_gpus_per_node to the same CPU_RUN_WORKERS, or the run's verl.trainer.
+    # n_gpus_per_node: cpu_workers, data parallelism over gloo) and enough logical
     # CPUs for verl's actors: each worker bundle asks for 3 (actor, ref and rollout colocated),
     # plus the TaskRunner, the agent-loop worker, the rollout server and verl's request router
-    slots = None if uses_gpu(cfg) else CPU_RUN_WORKERS
+    slots = None if uses_gpu(cfg) else cpu_workers(cfg)
     # the head is launched first: it boots while this process imports verl (build_verl_config)
-    with RayCluster(run, log=log, num_gpus=slots, min_cpus=CPU_RUN_RAY_CPUS if slots else 1) as cluster:
+    with RayCluster(run, log=log, num_gpus=slots, min_cpus=run_ray_cpus(cfg)) as cluster:
         return _train(cfg, run, cluster, log)
+
+
+def run_ray_cpus(cfg) -> int:
+    """Logical CPUs of the run's private Ray head at least: CPU_RUN_RAY_CPUS for device=cpu, else
+    verl's asks for this node's GPUs (gpu_layout.ray_cpus; a lower budget waits for ever)."""
+    from .gpu_layout import ray_cpus, run_agent_workers
+    from .launch import gpus_per_node, uses_gpu
+
+    if uses_gpu(cfg):
+        return ray_cpus(gpus_per_node(), run_agent_workers(cfg))
+    return max(CPU_RUN_RAY_CPUS, ray_cpus(cpu_workers(cfg), agent_workers=1))
+
+
+def cpu_workers(cfg) -> int:
+    """verl workers of a device=cpu run: launch.CPU_RUN_WORKERS, or the run's own
+    `verl.trainer.n_gpus_per_node` (data parallelism over gloo); one logical "GPU" slot each."""
+    from omegaconf import OmegaConf
+
+    from .launch import CPU_RUN_WORKERS
+
+    return int(OmegaConf.select(cfg, "verl.trainer.n_gpus_per_node", default=None) or CPU_RUN_WORKERS)
 
 
 def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
     """run_training once the run may start: verl config, config.yaml, dataset, then verl's loop."""
     from omegaconf import OmegaConf, open_dict
 
-    from .dataset import dataset_overrides, write_dataset
+    from .dataset import write_dataset
     from .run_folder import VerlRunWriter
-    from .verl_config import build_verl_config
 
     try:
-        verl_cfg = build_verl_config(cfg, {**runtime_overrides(cfg, run), **dataset_overrides(run.path)})
+        verl_cfg = run_verl_config(cfg, run)
     except ValueError as exc:
         return _cannot_start(run, f"bad verl config: {exc}", log)
-    with open_dict(verl_cfg):
-        verl_cfg.ray_kwargs.ray_init.runtime_env.env_vars = worker_env(cfg, run)
     tool_sandbox = tool_sandbox_of(cfg)
     log(f"[train] tool sandbox: {tool_sandbox or 'none (this environment runs no tool code)'}")
     writer = VerlRunWriter(run, total_steps=cfg.steps, theta=cfg.stability.theta, min_points=cfg.stability.min_points,

@@ -23,8 +23,10 @@ LR schedule: constant, no warmup (`validate` refuses others). The embedded backe
 schedule, and verl steps its scheduler at the end of each update call, which the trainer makes
 once per mini-batch, so a warmup or cosine schedule would also run k * ppo_epochs times too fast.
 
-Extra `verl.<dotted.path>=value` overrides go straight into verl's config; a path that is
-not in verl's schema raises a ValueError listing the valid keys at that level.
+The run's `verl.<dotted.path>=value` keys (cfg.verl, `user_overrides`) go into verl's config
+last, after the runtime keys (main.run_verl_config); a path that is not in verl's schema raises a
+ValueError listing the valid keys at that level. `validate` then runs verl's own checks: its
+dataclasses, its `validate_config`, and the GPU layout's (gpu_layout.check_layout).
 """
 from __future__ import annotations
 
@@ -77,8 +79,9 @@ def start_model_path(cfg: DictConfig) -> str:
     return str(Results.of(cfg).bc_model(bc_hash(cfg)))
 
 
-def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, Any]:
-    """Our run config -> {verl dotted key: value} (module docstring)."""
+def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm", ranks: int = 1) -> dict[str, Any]:
+    """Our run config -> {verl dotted key: value} (module docstring); `ranks`: the run's GPUs
+    (data-parallel ranks), over which verl splits each mini-batch."""
     from arena.config.load import resolve_po
     from arena.runs.layout import CKPT_DIR, run_dir
 
@@ -86,7 +89,7 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
     turn_samples = cfg.ppo_mini_batch_size or max(1, cfg.batch_envs * cfg.group_size // cfg.ppo_num_mini_batches)
     # verl ppo_mini_batch_size = ceil(turn samples / group_size): verl multiplies by rollout.n
     mini = max(1, math.ceil(turn_samples / cfg.group_size))
-    micro = micro_batch_rows(cfg, mini)
+    micro = micro_batch_rows(cfg, mini, ranks)
     run_name = f"{cfg.name or 'train'}/{cfg.arm or po.method or 'custom'}/{cfg.env.name}"
     actor = "actor_rollout_ref.actor."
     rollout = "actor_rollout_ref.rollout."
@@ -142,12 +145,19 @@ def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm") -> dict[str, 
     }
 
 
-def micro_batch_rows(cfg: DictConfig, mini_prompts: int) -> int:
-    """Rows per forward/backward: the largest divisor of the mini-batch's rows
-    (mini_prompts * group_size) that is at most `micro_batch_size` (module docstring)."""
+def micro_batch_rows(cfg: DictConfig, mini_prompts: int, ranks: int = 1) -> int:
+    """Rows per forward/backward on one rank: the largest divisor of a rank's share of the
+    mini-batch's rows (mini_prompts * group_size / ranks) that is at most `micro_batch_size`
+    (module docstring). ValueError when the mini-batch does not split evenly over the ranks
+    (verl divides ppo_mini_batch_size * n by the world size)."""
     mini_rows = int(mini_prompts) * int(cfg.group_size)
-    cap = max(1, min(int(cfg.micro_batch_size), mini_rows))
-    return max(d for d in range(1, cap + 1) if mini_rows % d == 0)
+    if mini_rows % ranks:
+        raise ValueError(f"a mini-batch of {mini_rows} turn-samples ({mini_prompts} prompts x group_size "
+                         f"{cfg.group_size}) does not split over {ranks} GPUs; valid: ppo_mini_batch_size (or "
+                         f"batch_envs x group_size / ppo_num_mini_batches) a multiple of {ranks * int(cfg.group_size)}")
+    per_rank = mini_rows // ranks
+    cap = max(1, min(int(cfg.micro_batch_size), per_rank))
+    return max(d for d in range(1, cap + 1) if per_rank % d == 0)
 
 
 def _dataclass_fields(node: DictConfig) -> set[str]:
@@ -185,11 +195,60 @@ def _set(cfg: DictConfig, key: str, value: Any) -> None:
         node[leaf] = value
 
 
+def user_overrides(cfg: DictConfig) -> dict[str, Any]:
+    """The run's `verl.*` keys (cfg.verl, nested as `verl.a.b=v` reads) as {dotted verl key: value}:
+    the walk goes down while verl's own config has a section at the path, so a value is set at a
+    leaf of verl's config, or whole at a path verl's config lacks (`_set` then names the valid keys)."""
+    from arena.config import to_plain
+
+    out: dict[str, Any] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and value and isinstance(OmegaConf.select(_base(), path), DictConfig):
+                walk(value, path + ".")
+            else:
+                out[path] = value
+
+    walk(to_plain(cfg.get("verl")) or {}, "")
+    return out
+
+
+def config_problem(cfg: DictConfig) -> str | None:
+    """What is wrong with a run config for verl before any GPU count is known (a sweep's driver
+    checks every cell with it): the pretrained-model lint (recipe_lint), and each `verl.*` key
+    against verl's schema. None when nothing is."""
+    from .recipe_lint import lint
+
+    try:
+        lint(cfg)
+        out = copy.deepcopy(_base())
+        for key, value in user_overrides(cfg).items():
+            try:
+                _set(out, key, value)
+            except ValueError as exc:
+                raise ValueError(f"verl.{key}: {exc}") from None
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def build_verl_config(cfg: DictConfig, extra: Mapping[str, Any] = ()) -> DictConfig:
-    """The verl config of an arena run config, plus `verl.*` overrides (without the prefix)."""
+    """The verl config of an arena run config: arena's values, then `extra` (the run's runtime
+    and dataset keys, main.run_verl_config), then the run's own `verl.*` keys (cfg.verl), each
+    checked against verl's schema; then verl's validation (`validate`)."""
+    extra, user = dict(extra), user_overrides(cfg)
+    world = {**extra, **user}  # the ranks verl splits a mini-batch over, the user's count included
+    ranks = int(world.get("trainer.n_gpus_per_node", 1) or 1) * int(world.get("trainer.nnodes", 1) or 1)
     out = copy.deepcopy(_base())
-    for key, value in {**arena_values(cfg), **dict(extra)}.items():
+    for key, value in {**arena_values(cfg, ranks=ranks), **extra}.items():
         _set(out, key, value)
+    for key, value in user.items():
+        try:
+            _set(out, key, value)
+        except ValueError as exc:
+            raise ValueError(f"verl.{key}: {exc}") from None
     validate(out)
     return out
 
@@ -201,6 +260,7 @@ def validate(verl_cfg: DictConfig) -> dict[str, Any]:
     sections = {"actor": verl_cfg.actor_rollout_ref.actor, "rollout": verl_cfg.actor_rollout_ref.rollout,
                 "algorithm": verl_cfg.algorithm}
     _check_constant_lr(verl_cfg.actor_rollout_ref.actor.optim)
+    _verl_validate_config(verl_cfg)
     out = {}
     for name, node in sections.items():
         try:
@@ -211,6 +271,27 @@ def validate(verl_cfg: DictConfig) -> dict[str, Any]:
             detail = " ".join(line.strip() for line in str(exc).splitlines() if "full_key" not in line)
             raise ValueError(f"verl rejected the {name} config: {detail}") from exc
     return out
+
+
+def _verl_validate_config(verl_cfg: DictConfig) -> None:
+    """verl's own check of a whole trainer config (`verl.utils.config.validate_config`, what its
+    TaskRunner runs first), as ValueError; its success line goes to stderr, not to the YAML on stdout."""
+    import contextlib
+    import sys
+
+    from verl.trainer.ppo.utils import need_reference_policy
+    from verl.utils.config import validate_config
+
+    from .gpu_layout import check_layout
+
+    check_layout(verl_cfg)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            validate_config(verl_cfg, use_reference_policy=need_reference_policy(verl_cfg), use_critic=False)
+    except ValueError:
+        raise
+    except Exception as exc:  # verl asserts
+        raise ValueError(f"verl rejected the config: {exc}") from exc
 
 
 def _check_constant_lr(optim: DictConfig) -> None:
