@@ -23,7 +23,7 @@ import pandas as pd
 
 from arena.cli_errors import print_bad_input
 from arena.evaluation.table import write_eval_table
-from arena.runs.atomic import atomic_write_text
+from arena.io.atomic import atomic_write_text
 from arena.runs.layout import Results
 
 from .frames import runs_frame, tidy_frame

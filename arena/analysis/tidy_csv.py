@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from arena.runs.atomic import atomic_write_text
+from arena.io.atomic import atomic_write_text
 
 RUN_COLUMNS = ("arm", "method", "group", "env", "seed", "status", "stable", "final_eval_success",
                "initial_eval_success", "var_last20", "noise_floor", "theta", "n_eval")

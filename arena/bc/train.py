@@ -23,8 +23,7 @@ from arena.agent.prompts import render_prompt, task_from_obs
 from arena.config import to_plain, trains_bc
 from arena.config.schema import CHOICES
 from arena.envs import make
-from arena.runs import atomic_write_json
-from arena.runs.atomic import digest_problem, folder_digest, fsync_tree
+from arena.io.atomic import atomic_write_json, digest_problem, folder_digest, fsync_tree
 from arena.runs.layout import BC_MODEL_DIR, BC_REPORT_FILE, Results
 
 from arena.lm.evaluate import evaluate

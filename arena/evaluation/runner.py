@@ -20,7 +20,8 @@ import yaml
 
 from arena.config import BadConfig, load_config, to_plain
 from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
-from arena.runs import RunFolder, atomic_write_text
+from arena.io.atomic import atomic_write_text
+from arena.runs import RunFolder
 from arena.runs.provenance import provenance
 from arena.sweeps.ledger import CellLock
 

@@ -93,7 +93,7 @@ def eval_table(run_dirs: Iterable[PathLike]) -> str:
 
 def write_eval_table(results_dir: PathLike, out: PathLike) -> Path:
     """Write the table of every eval under `<results_dir>/evals/` to `out` (markdown)."""
-    from arena.runs import atomic_write_text
+    from arena.io.atomic import atomic_write_text
 
     atomic_write_text(out, eval_table(find_eval_runs(results_dir)))
     return Path(out)

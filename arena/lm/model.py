@@ -126,10 +126,10 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
 
 
 def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
-    """Write model + tokenizer to `path` atomically (arena.runs.atomic.atomic_write_dir: a temp
+    """Write model + tokenizer to `path` atomically (arena.io.atomic.atomic_write_dir: a temp
     folder beside it with the modes a plain mkdir/open would give, so a lab's shared BC cache is
     readable, fsynced, then renamed). An existing checkpoint at `path` is replaced."""
-    from arena.runs.atomic import atomic_write_dir
+    from arena.io.atomic import atomic_write_dir
 
     def fill(folder: Path) -> None:
         model.save_pretrained(folder)

@@ -33,9 +33,9 @@ from typing import Any, Iterator, Optional
 from omegaconf import OmegaConf
 
 from arena.config import cell_id
+from arena.io.atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
+from arena.io.faults import crash_point
 
-from .atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
-from .faults import crash_point
 from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS_BY_KIND,
                      SUMMARY_FILE, SUMMARY_STATUSES, policy_dir, step_policy_dir)
 

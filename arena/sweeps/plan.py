@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from arena.backends import check_trainable
 from arena.config import cell_id
-from arena.runs import atomic_write_json
+from arena.io.atomic import atomic_write_json
 from arena.runs.layout import Results
 
 from .grids import arm_overrides, override_strings
