@@ -23,7 +23,7 @@ from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_
 from arena.io.atomic import atomic_write_text
 from arena.runs import RunFolder
 from arena.runs.provenance import provenance
-from arena.sweeps.ledger import CellLock
+from arena.runs.lock import CellLock
 
 from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
@@ -296,7 +296,7 @@ def eval_main(args: dict, log: Callable = print) -> int:
     from arena.runs.run_log import recording
 
     try:
-        with CellLock(run.path) as held:  # the lock a sweep cell's job takes (arena/sweeps/ledger.py)
+        with CellLock(run.path) as held:  # the lock a sweep cell's job takes (arena/runs/lock.py)
             if not held:
                 log(f"[eval] another arena eval is running this eval in {run.path} (its lock is held): it pays for "
                     "these episodes; rerun this command after it ends to read its result")

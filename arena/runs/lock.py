@@ -1,16 +1,8 @@
-"""The ledger: a cell's state is read from its run folder alone (docs/design.md, Run folder).
-
-    done     summary.json parses and carries every field (the only proof of completion;
-             a corrupt one counts as missing: the job sets it aside and reruns the cell)
-    busy     a live process holds the cell's lock
-    failed   error.txt exists and no live holder
-    missing  anything else (never started, or killed: resumes from its checkpoint)
-
-The lock is held by the process running the cell, never by the driver: `flock` on
-`<cell>/.lock`, plus a heartbeat file `<cell>/.heartbeat` ("host pid time") rewritten every
-`period` seconds by a background thread, for shared file systems where flock does not cross
-hosts. A holder is live if the flock is held, or the heartbeat is younger than 3 periods and
-(on the same host) its pid is alive.
+"""The lock on a run folder, held by the process that runs it (a sweep cell's job, `arena eval`),
+never by a driver (docs/design.md, Run folder): `flock` on `<run>/.lock`, plus a heartbeat file
+`<run>/.heartbeat` ("host pid time") rewritten every `period` seconds by a background thread,
+for shared file systems where flock does not cross hosts. A holder is live if the flock is held,
+or the heartbeat is younger than 3 periods and (on the same host) its pid is alive.
 """
 from __future__ import annotations
 
@@ -21,17 +13,13 @@ import threading
 import time
 from pathlib import Path
 
-from arena.runs.folder import RunFolder
-from arena.runs.layout import ERROR_FILE
+from arena.env_vars import BY_NAME, BadEnvironment
 
-DONE, BUSY, FAILED, MISSING = "done", "busy", "failed", "missing"
 LOCK_NAME, HEARTBEAT_NAME = ".lock", ".heartbeat"
 
 
 def heartbeat_period() -> float:
     """$ARENA_HEARTBEAT_S (checked against its range in arena/env_vars.py), else 10 s."""
-    from arena.env_vars import BY_NAME, BadEnvironment
-
     raw, var = os.environ.get("ARENA_HEARTBEAT_S") or "10", BY_NAME["ARENA_HEARTBEAT_S"]
     if not var.check(raw):
         raise BadEnvironment(f"ARENA_HEARTBEAT_S={raw!r}: valid: {var.valid} ({var.meaning})")
@@ -80,38 +68,6 @@ def file_lock_is_held(path: Path) -> bool:
             return True
         fcntl.flock(fh, fcntl.LOCK_UN)
     return False
-
-
-def cell_state(cell_dir: str | Path) -> str:
-    cell_dir = Path(cell_dir)
-    if RunFolder(cell_dir, expect_cell_id=cell_dir.name).done:  # a sweep cell's folder is named by its id
-        return DONE
-    if flock_is_held(cell_dir) or heartbeat_is_live(cell_dir):
-        return BUSY
-    if (cell_dir / ERROR_FILE).exists():
-        return FAILED
-    return MISSING
-
-
-def settle_waiting(waiting: dict, outcome: dict, requeues: dict, max_requeues: int) -> list:
-    """The cells a driver waits on because another process held them (busy): record DONE or
-    FAILED from disk, and return those whose holder died without a trace (MISSING), to run
-    again; a cell requeued more than `max_requeues` times counts as FAILED instead.
-    `waiting` ({cell_id: cell with .out}), `outcome` and `requeues` are updated in place."""
-    rerun = []
-    for cid, cell in list(waiting.items()):
-        state = cell_state(cell.out)
-        if state in (DONE, FAILED):
-            outcome[cid] = state
-            del waiting[cid]
-        elif state == MISSING:
-            del waiting[cid]
-            requeues[cid] = requeues.get(cid, 0) + 1
-            if requeues[cid] > max_requeues:
-                outcome[cid] = FAILED
-            else:
-                rerun.append(cell)
-    return rerun
 
 
 class CellLock:

@@ -17,9 +17,10 @@ from omegaconf import OmegaConf
 from arena.backends import backend_of
 from arena.runs.folder import RunFolder
 from arena.runs.layout import SUMMARY_FILE
+from arena.runs.lock import CellLock
 from arena.runs.run_log import recording
 
-from .ledger import BUSY, DONE, FAILED, CellLock
+from .ledger import BUSY, DONE, FAILED
 
 
 def default_train_fn(cfg) -> int:

@@ -5,7 +5,7 @@ waits for cells held by other live processes, and prints progress (done/running/
 With a `pool_dir` (the local launcher) the jobs are workers that each run many cells
 (pool.WorkerPool, worker.py); otherwise (debug, SLURM) each job runs one cell (OneJobPerCell).
 
-The driver holds no lock: each job locks its own cell (ledger.py), so a killed driver, or two
+The driver holds no lock: each job locks its own cell (arena/runs/lock.py), so a killed driver, or two
 drivers at once, never run a cell twice. A job that finds its cell busy returns "busy"; the
 driver then waits for that cell's summary.json or error.txt.
 """

@@ -25,8 +25,7 @@ from typing import Callable, Iterable, Optional
 from arena.runs import RunFolder
 from arena.io.atomic import atomic_write_dir, atomic_write_json
 from arena.runs.layout import CELLS_DIR, COPIED_FROM_FILE, Results
-
-from .ledger import HEARTBEAT_NAME, LOCK_NAME
+from arena.runs.lock import HEARTBEAT_NAME, LOCK_NAME
 
 NOT_COPIED = (LOCK_NAME, HEARTBEAT_NAME)
 
