@@ -159,7 +159,19 @@ def _bc(args: Sequence[str]) -> int:
 
 
 def _report(args: Sequence[str]) -> int:
-    """`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]`."""
+    """`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]`, a sweep's report
+    (arena/analysis/report.py), or `arena report evals=true [results_dir=...]`, the table of every
+    `arena eval` run (arena/evaluation/table.py)."""
+    from arena.config.verb_args import ReportArgs, parse_own_args
+
+    try:
+        parsed = parse_own_args(ReportArgs, list(args))
+    except ValueError as exc:
+        return print_bad_input("report", exc)
+    if parsed.args.evals:
+        from arena.evaluation.table import report_main as evals_main
+
+        return evals_main(parsed)
     from arena.analysis.report import main as report_main
 
     return report_main(list(args))

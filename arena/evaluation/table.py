@@ -16,6 +16,9 @@ import json
 from pathlib import Path
 from typing import Iterable, Union
 
+from arena.cli_errors import EXIT_OK, print_bad_input
+from arena.config.verb_args import Parsed
+from arena.io.atomic import atomic_write_text
 from arena.runs.layout import SUMMARY_FILE, Results
 
 from .episodes import success_ci
@@ -93,7 +96,18 @@ def eval_table(run_dirs: Iterable[PathLike]) -> str:
 
 def write_eval_table(results_dir: PathLike, out: PathLike) -> Path:
     """Write the table of every eval under `<results_dir>/evals/` to `out` (markdown)."""
-    from arena.io.atomic import atomic_write_text
-
     atomic_write_text(out, eval_table(find_eval_runs(results_dir)))
     return Path(out)
+
+
+def report_main(parsed: Parsed) -> int:
+    """`arena report evals=true [results_dir=...]` (the report verb's keys, parsed by the CLI):
+    write `<results_dir>/evals/report.md` and print it; exit 0, or 2 when another key is given."""
+    extra = parsed.given - {"evals", "results_dir"}
+    if extra:
+        return print_bad_input("report", f"evals=true takes only results_dir; got {', '.join(sorted(extra))}")
+    results = Results(str(parsed.args.results_dir))
+    out = write_eval_table(results.root, results.eval_table)
+    print(out.read_text())
+    print(f"[report] written to {out}")
+    return EXIT_OK
