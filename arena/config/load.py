@@ -262,11 +262,6 @@ def check_eval_split(cfg: DictConfig) -> None:
                             f"with env.kwargs={to_plain(cfg.env.kwargs)}); valid: {key} <= {size}")
 
 
-# The config's half of arena.backends.check_trainable, under its former name: the verl
-# backend's `main.run_training` calls it and then checks its own packages and GPU.
-check_trainable = check_env_available
-
-
 def resolve_po(cfg: DictConfig):
     """The run's ResolvedPO (preset + env po_defaults + po.* overrides)."""
     from arena.po.compose import resolve

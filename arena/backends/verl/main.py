@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from arena.config import BadConfig, cell_id, check_trainable
+from arena.config import BadConfig, cell_id, check_env_available
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
 from arena.runs.run_log import copied_to_run_log
@@ -219,14 +219,10 @@ def run_training(cfg, log=print) -> int:
     freeze_heap_at_exit()
     run = RunFolder(run_dir(cfg))
     try:
-        check_trainable(cfg)
+        check_env_available(cfg)  # the backend's own packages and GPU: missing_for_training, below
     except BadConfig as exc:
         return _cannot_start(run, str(exc), log)
-    aside = run.set_aside_summary()  # an unreadable summary.json is no proof: kept aside, run again
-    if aside is not None:
-        log(f"[train] {run.summary_file.name} was unreadable; kept as {aside.name}, running the cell again")
-    if run.done:
-        log(f"[train] already done: {run.summary_file}")
+    if run.start(log):
         return EXIT_OK
     missing = missing_for_training(cfg)
     if missing:
