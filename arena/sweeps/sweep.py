@@ -4,7 +4,7 @@ and print the table."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -16,14 +16,9 @@ from .plan import SweepPlan, expand, first_use_notices
 
 
 @dataclass
-class SweepOptions:
-    launcher: str = "local"
-    fail_fast: bool = False
-    timeout_min: Optional[int] = None
-    progress_s: float = 30.0
-    dry_run: bool = False  # print the plan (dry_run.py), write and launch nothing
-    parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism)
-    reuse: bool = True  # copy cells other sweeps finished with the same config and code (twins.py)
+class SweepOptions(SweepArgs):
+    """The sweep's own keys (SweepArgs), checked, plus what only the driver adds."""
+    parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism of the launcher)
 
 
 def budget_of(run: list[str]) -> str:
@@ -70,9 +65,8 @@ def _options(sweep: SweepArgs, launcher: str) -> SweepOptions:
     progress = sweep.progress_s
     if not isinstance(progress, (int, float)) or isinstance(progress, bool) or progress <= 0:
         raise ValueError(f"progress_s={progress!r}: valid: a number of seconds > 0")
-    return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress),
-                        parallel=sweep_parallelism(launcher), fail_fast=sweep.fail_fast, dry_run=sweep.dry_run,
-                        reuse=sweep.reuse)
+    return SweepOptions(**{**asdict(sweep), "launcher": launcher, "progress_s": float(progress)},
+                        parallel=sweep_parallelism(launcher))
 
 
 def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
