@@ -192,22 +192,24 @@ def _verl_config(args: Sequence[str]) -> int:
     return verl_config_main(list(args))
 
 
-def _evaluation(module: str, entry: str, keys: str, own_only: bool = False) -> Callable[[Sequence[str]], int]:
-    """`arena eval` / `arena serve` (arena/evaluation/, docs/eval.md): the command line read as
-    the verb's keys (`keys`, its dataclass in arena.config.verb_args; any other key is a run
-    config key, or exits 2 when `own_only`), handed to `entry` as the flat {dotted key: value}
-    dict of the keys given."""
+def _eval(args: Sequence[str]) -> int:
+    """`arena eval` (arena/evaluation/, docs/eval.md): the command line read as EvalArgs (its
+    sections typed: `retry.max`), the keys it gave, and every other key as a run config key,
+    handed to arena.evaluation.entry.eval_entry."""
+    from arena.config.verb_args import EvalArgs, Parsed, nested_dataclass, parse_nested_args
+    from arena.evaluation.entry import eval_entry
 
-    def run(args: Sequence[str]) -> int:
-        import importlib
+    parsed = parse_nested_args(EvalArgs, args)
+    return eval_entry(Parsed(nested_dataclass(EvalArgs, parsed.args), parsed.given, parse_overrides(parsed.overrides)))
 
-        from arena.config import verb_args
 
-        parsed = verb_args.parse_nested_args(getattr(verb_args, keys), args, own_only=own_only)
-        return getattr(importlib.import_module(f"arena.evaluation.{module}"), entry)(
-            {**parsed.args, **parse_overrides(parsed.overrides)})
+def _serve(args: Sequence[str]) -> int:
+    """`arena serve` (arena/evaluation/server.py, docs/eval.md): its keys only, handed over as the
+    flat {dotted key: value} dict of the keys given."""
+    from arena.config.verb_args import ServeArgs, parse_nested_args
+    from arena.evaluation.server import serve_main
 
-    return run
+    return serve_main(parse_nested_args(ServeArgs, args, own_only=True).args)
 
 
 def _sweeps(verb: str) -> Callable[[Sequence[str]], int]:
@@ -231,8 +233,8 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "envs": _envs,
     "train": _train,
     "bc": _bc,
-    "eval": _evaluation("entry", "eval_entry", "EvalArgs"),
-    "serve": _evaluation("server", "serve_main", "ServeArgs", own_only=True),
+    "eval": _eval,
+    "serve": _serve,
 }
 assert set(VERBS) == set(VERB_HELP), "every verb has its --help (arena/cli_help.py VERB_HELP)"
 
