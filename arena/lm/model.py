@@ -1,4 +1,4 @@
-"""The embedded backend's policy model: a Qwen3 causal LM built from a config.
+"""The policy model every backend, BC and evaluation share: a Qwen3 causal LM built from a config.
 
 `build_model` makes a fresh, seeded Qwen3ForCausalLM of a named size (no download);
 `load_model` loads any local HF checkpoint (model + tokenizer), so a user with Qwen3 weights
