@@ -113,3 +113,39 @@ def test_a_planted_loop_breaks_the_floors():
     # a package the table does not name is refused too
     assert floor_violations({**graph, "arena.newpkg.x": set()}, floors)[0] == (
         "arena.newpkg is on no floor (docs/design.md, Floors)")
+
+
+def function_local_imports() -> list[tuple[Path, int, bool]]:
+    """(file, line, whether a `# lazy:` comment says why) of every arena import inside a function.
+    A comment on the import's line, or on the comment lines right above it (one comment may
+    stand above a run of imports), counts."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        nodes = {id(n): n for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        for node in nodes.values():
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            if not (getattr(node, "level", 0) or any(n.startswith("arena") for n in names)):
+                continue
+            above = node.lineno - 2
+            while above >= 0 and lines[above].strip().startswith(("from ", "import ")):
+                above -= 1  # a run of imports shares the comment above it
+            explained = "# lazy:" in lines[node.lineno - 1] or (above >= 0 and "# lazy:" in lines[above])
+            found.append((path, node.lineno, explained))
+    return found
+
+
+# Function-local arena imports: only where they keep a verb's --help or a module's import fast
+# (a `# lazy:` comment says which: e.g. "keeps torch out of this module's import"). The caps
+# hold the count where it is; lower them as imports move to their module's top.
+MAX_LOCAL_IMPORTS = 133
+MAX_UNEXPLAINED_LOCAL_IMPORTS = 30
+
+
+def test_function_local_imports_are_few_and_say_why():
+    found = function_local_imports()
+    unexplained = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path, line, why in found if not why]
+    assert len(found) <= MAX_LOCAL_IMPORTS, f"{len(found)} function-local arena imports (cap {MAX_LOCAL_IMPORTS})"
+    assert len(unexplained) <= MAX_UNEXPLAINED_LOCAL_IMPORTS, "without a `# lazy:` reason:\n" + "\n".join(unexplained)

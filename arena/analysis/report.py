@@ -87,6 +87,7 @@ def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: st
 def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = False, wandb: bool = False,
                  figures: bool = True, baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> Path:
     """Write the report folder and return its path."""
+    # lazy: keeps matplotlib out of this module's import
     from .figures import write_figures
     from .mechanisms import mechanism_table, render_mechanisms
 
@@ -101,6 +102,7 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     if figures:
         write_figures(tidy, runs, out / "figures", arm_order=arm_names, baseline=cells["baseline"].iloc[0] or None)
     if wandb:
+        # lazy: keeps matplotlib out of this module's import
         from .wandb_dashboard import dashboard_spec, save_dashboard
 
         spec = dashboard_spec(manifest, table_markdown=markdown)

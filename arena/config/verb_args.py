@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Generic, Mapping, Optional, Sequence, TypeVar
 
 from .args import BadArgument, close_matches, comma_list_message, unknown_key_message
+from .field_docs import KeyDoc, dataclass_docs
+from .schema import RunConfig
 
 T = TypeVar("T")
 
@@ -261,8 +263,6 @@ def verb_keys(cls: type) -> list[str]:
 def sweep_only_keys() -> tuple[str, ...]:
     """The keys of `arena sweep` that no run config has (dimension, seeds, launcher, fail_fast,
     ...): a one-config command (`arena train seeds=3`) refuses them, naming `arena sweep`."""
-    from .schema import RunConfig
-
     run = {f.name for f in dataclasses.fields(RunConfig)}
     return tuple(k for k in verb_keys(SweepArgs) if k not in run)
 
@@ -452,7 +452,5 @@ def verb_key_docs(cls: type) -> list:
     """`--help`'s lines for a verb's own keys: each leaf key of `cls` (its own fields first, a
     section's as `section.key`) with its default and `(type) meaning`, the meaning read from
     the comment beside the field."""
-    from .field_docs import KeyDoc, dataclass_docs
-
     docs = {d.key: d for d in dataclass_docs(cls)}
     return [KeyDoc(key, docs[key].default, f"({type_name(kind)}) {docs[key].doc}") for key, kind in leaf_fields(cls)]

@@ -15,8 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from arena.config import to_plain
 from arena.config.args import BadArgument
 from arena.config.verb_args import EvalArgs, ServeArgs, leaf_defaults
+from arena.runs.layout import Results, STEPS_DIR
+from arena.runs.policy import NoPolicy, policy_folder
 
 # serve's keys and their defaults, flat ({"model.path": None, ...}): the fields of ServeArgs
 # (arena/config/verb_args.py, where each key's type, default and meaning are written once;
@@ -32,8 +35,6 @@ class BadEvalInput(BadArgument):
 def checkpoint_dir(model_path: str) -> Path:
     """The HF folder `model.path` names: a run folder means its final policy, `<run>/steps/<step>`
     a saved step (arena.runs.policy.policy_folder); BadEvalInput when the run has no such policy."""
-    from arena.runs.policy import NoPolicy, policy_folder
-
     try:
         return policy_folder(model_path)
     except NoPolicy as exc:
@@ -45,8 +46,6 @@ def checked_args(args: EvalArgs, cfg) -> EvalArgs:
     that say what it is (e.g. <bc hash>/model, <cell_id>/policy, <cell_id>/steps/50: a step
     alone would not name its run)."""
     from dataclasses import replace
-
-    from arena.runs.layout import STEPS_DIR
 
     checked = args.checked(cfg)
     if checked.label is not None:
@@ -90,8 +89,6 @@ def _hash(what: dict) -> str:
 
 
 def _eval_inputs(cfg, options: EvalArgs) -> dict:
-    from arena.config import to_plain
-
     return {
         # eval.n is left out: episode i is the same whatever n, so a longer eval reuses a shorter one's
         "env": to_plain(cfg.env), "eval": {k: v for k, v in to_plain(cfg.eval).items() if k != "n"},
@@ -113,6 +110,4 @@ def eval_dir(cfg, options: EvalArgs) -> Path:
     """`out`, else `<results_dir>/evals/<eval_id>` (docs/eval.md, Run folder)."""
     if cfg.out:
         return Path(cfg.out).resolve()
-    from arena.runs.layout import Results
-
     return Results.of(cfg).eval_run(eval_id(cfg, options))

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 import yaml
 
+from arena.agent.rollout import rollout
 from arena.config import BadConfig, load_config, to_plain
 from arena.config.args import BadArgument
 from arena.config.verb_args import EvalArgs, Parsed
@@ -30,6 +31,7 @@ from arena.runs.lock import CellLock
 from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from arena.runs.run_log import recording
 
 from .episodes import (EPISODES_DIR, TurnLog, drop_leftovers_of_kills, episode_file, foreign_episodes,
                        load_cached, play_chat_episode, records_from_batch, success_ci, totals, turn_log_file,
@@ -86,8 +88,7 @@ class Progress:
 
 def run_checkpoint(cfg, options: EvalArgs, path: Path, pending: list[int], progress: Progress) -> dict[int, str]:
     """Batched greedy/sampled rollouts of a local checkpoint, `chunk` episodes at a time."""
-    from arena.agent.rollout import rollout
-
+    # lazy: keeps tokenizers, transformers out of this module's import
     from .local_model import LocalModel
 
     local = LocalModel(cfg.model.path, device=cfg.device)
@@ -297,8 +298,6 @@ def eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
         if client is not None:
             client.close()
         return EXIT_BAD_INPUT
-    from arena.runs.run_log import recording
-
     try:
         with CellLock(run.path) as held:  # the lock a sweep cell's job takes (arena/runs/lock.py)
             if not held:

@@ -24,7 +24,10 @@ from typing import Callable
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config.verb_args import EvalArgs, Parsed
-from arena.runs.layout import CONFIG_FILE
+from arena.runs.layout import CONFIG_FILE, Results, SUMMARY_FILE
+from arena.runs.manifest import read_manifest
+
+from .options import eval_dir
 
 POINTS = 100.0
 CELL_ENV_KEYS = ("history_length", "max_new_tokens", "penalty_coef")  # env.* leaves an eval must share with the cell
@@ -49,9 +52,6 @@ def cell_eval_args(cell_folder: Path, label: str, shared: Parsed[EvalArgs]) -> P
 def finished_cells(results_dir: str, name: str) -> tuple[list[dict], list[dict]]:
     """(finished report cells, unfinished ones) of sweep `name`, in manifest order; ValueError
     naming the sweeps that exist when there is no such sweep."""
-    from arena.runs.layout import SUMMARY_FILE, Results
-    from arena.runs.manifest import read_manifest
-
     cells = [c for c in read_manifest(results_dir, name)["cells"] if c["role"] == "report"]
     done = [c for c in cells if (Results(results_dir).cell(name, c["cell_id"]) / SUMMARY_FILE).exists()]
     return done, [c for c in cells if c not in done]
@@ -61,6 +61,7 @@ def arm_comparison(success: dict[tuple[str, str, int], float], arms: list[str], 
                    min_effect: float) -> list[str]:
     """Markdown rows: each arm vs the baseline on the paired seeds (module docstring), verdicts
     from compare_family (Holm over the arms)."""
+    # lazy: keeps numpy, pandas, scipy, torch out of this module's import
     from arena.analysis.verdicts import compare_family
 
     envs = sorted({env for _, env, _ in success})
@@ -91,10 +92,8 @@ def sweep_eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
     """Evaluate every finished report cell of sweep `parsed.args.sweep` (module docstring)."""
     import sys
 
+    # lazy: keeps httpx, numpy, pandas, scipy, tenacity, torch, yaml out of this module's import
     from arena.analysis.table_data import baseline_arm
-    from arena.runs.layout import Results
-    from arena.runs.manifest import read_manifest
-
     from .runner import eval_main
 
     name, results_dir = str(parsed.args.sweep), str(parsed.overrides.get("results_dir", "results"))
@@ -146,9 +145,7 @@ def sweep_eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
 def run_cell_eval(eval_main: Callable, args: Parsed[EvalArgs], log: Callable) -> tuple[int, dict]:
     """(exit code, the eval's summary.json, {} unless it finished) of one cell's eval; the folder
     is the one eval_main wrote: options.eval_dir of the same keys."""
-    from arena.runs.layout import SUMMARY_FILE
-
-    from .options import eval_dir
+    # lazy: keeps httpx, numpy, tenacity, torch, yaml out of this module's import
     from .runner import prepare
 
     rc = eval_main(args, log)

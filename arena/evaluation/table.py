@@ -21,7 +21,7 @@ from arena.config.verb_args import Parsed
 from arena.io.atomic import atomic_write_text
 from arena.runs.layout import SUMMARY_FILE, Results
 
-from .episodes import success_ci
+from .episodes import load_cached, success_ci
 
 PathLike = Union[str, Path]
 
@@ -62,8 +62,6 @@ def run_episodes(run: Path, summary: dict) -> dict:
     """{episode key: (won 0/1, tokens)} of one finished eval: its episode records of its eval id
     in its range [first_episode, first_episode + n_eval); a run without records (older arena)
     gives n_eval entries keyed by the run, from its summary's rate and mean tokens."""
-    from .episodes import load_cached
-
     n, first = int(summary["n_eval"]), summary.get("first_episode")
     records = load_cached(run, summary.get("eval_id")) if summary.get("eval_id") else {}
     wanted = range(int(first), int(first) + n) if first is not None else range(0)

@@ -27,6 +27,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3
 from .attention import ATTENTION
 from .linear_kernel import LINEAR_KERNEL, set_linear_kernel
 
+from arena.io.atomic import atomic_write_dir
+
 # Named sizes. Parameter counts are for vocab_size=1024 with tied embeddings.
 SIZES = {
     "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=192),  # ~0.15M
@@ -113,6 +115,7 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
                linear_kernel: str = LINEAR_KERNEL):
     """(model, tokenizer) from a local HF checkpoint folder; nothing is downloaded. A run folder
     means its final policy (arena.runs.policy.policy_folder; NoPolicy when it has none)."""
+    # lazy: keeps omegaconf out of this module's import
     from arena.runs.policy import policy_folder
 
     path = policy_folder(path)
@@ -129,8 +132,6 @@ def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
     """Write model + tokenizer to `path` atomically (arena.io.atomic.atomic_write_dir: a temp
     folder beside it with the modes a plain mkdir/open would give, so a lab's shared BC cache is
     readable, fsynced, then renamed). An existing checkpoint at `path` is replaced."""
-    from arena.io.atomic import atomic_write_dir
-
     def fill(folder: Path) -> None:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)

@@ -59,6 +59,7 @@ class AutoSeeds:
 
     @property
     def alpha(self) -> float:
+        # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
         from arena.analysis.verdicts import alpha_per_look
 
         return alpha_per_look(self.looks)
@@ -78,6 +79,7 @@ def parse_auto(seeds: Any, max_seeds: Any, min_effect: Any) -> Optional[AutoSeed
             raise ValueError(f"{' and '.join(extra)} appl{'y' if len(extra) > 1 else 'ies'} only with seeds=auto; valid: seeds=auto "
                              f"{' '.join(f'{k}=...' for k in extra)}, or a fixed seeds=N / seeds=[...] without them")
         return None
+    # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
     from arena.analysis.verdicts import MIN_EFFECT
 
     max_seeds = DEFAULT_MAX_SEEDS if max_seeds is None else max_seeds
@@ -122,6 +124,7 @@ def decide(diffs: Mapping[str, Sequence[float]], gains: Mapping[str, Sequence[fl
            baseline: Optional[str], auto: AutoSeeds) -> Decision:
     """One look: the verdicts of both families at auto.alpha, then grow_mask. `diffs` holds
     every arm but the baseline, `gains` every arm, `counts` every arm's seeds so far (in order)."""
+    # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
     from arena.analysis.verdicts import UNDERPOWERED, compare_family
 
     arms = list(counts)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from arena.runs import RunFolder
+from arena.runs.provenance import git_state
+from arena.runs.run_log import COMMAND_ENV, current_command
 
 from .driver import Progress, drive
 from .job import run_bc, run_cell
@@ -36,10 +38,6 @@ def wait_done(job, poll_s: float = 0.02) -> None:
 
 def provenance_env() -> dict[str, str]:
     """Recorded once by the driver at submit time; jobs read it (arena.runs.provenance)."""
-    from arena.runs.provenance import git_state
-
-    from arena.runs.run_log import COMMAND_ENV, current_command
-
     sha, dirty = git_state()
     # the sweep's command line, which each cell's command.txt records (arena.runs.run_log)
     return {"ARENA_GIT_SHA": sha or "", "ARENA_GIT_DIRTY": "1" if dirty else "0", COMMAND_ENV: current_command()}

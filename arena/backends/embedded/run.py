@@ -19,8 +19,10 @@ from arena.runs.wandb_log import init_wandb
 def run_training(cfg, log=print) -> int:
     import torch
 
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import load_initial_model
 
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from .trainer import train
 
     check_trainable(cfg)

@@ -20,6 +20,7 @@ def verl_config_main(args: list[str]) -> int:
             else:
                 ours.append(arg)
         cfg = load_config(ours)
+        # lazy: keeps numpy, torch, verl out of this module's import
         from .verl_config import build_verl_config
 
         verl_cfg = build_verl_config(cfg, extra)

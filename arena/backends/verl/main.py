@@ -69,6 +69,7 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
     if rollout_name(cfg) == "arena":  # one server per worker: arena's sampler is not tensor-parallel
         out["actor_rollout_ref.rollout.tensor_model_parallel_size"] = 1
     if not uses_gpu(cfg):
+        # lazy: keeps torch, verl out of this module's import
         from .cpu_platform import cpu_overrides
 
         out.update(cpu_overrides())
@@ -101,6 +102,7 @@ def verl_env(cfg) -> dict[str, str]:
 
     env, modules = {}, []
     if not uses_gpu(cfg):
+        # lazy: keeps torch, verl out of this module's import
         from .cpu_platform import CPU_ENV
 
         env.update(CPU_ENV)
@@ -182,6 +184,7 @@ def initial_model_path(cfg, log=print) -> Path:
         from arena.runs.policy import policy_folder
 
         return policy_folder(cfg.model.path)
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import ensure_bc_checkpoint
 
     return Path(ensure_bc_checkpoint(cfg, log=log)).resolve()
@@ -244,6 +247,7 @@ def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
     """run_training once the run may start: verl config, config.yaml, dataset, then verl's loop."""
     from omegaconf import OmegaConf, open_dict
 
+    # lazy: keeps numpy, torch, verl out of this module's import
     from .dataset import dataset_overrides, write_dataset
     from .run_folder import VerlRunWriter
     from .verl_config import build_verl_config
@@ -269,6 +273,7 @@ def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
         log(f"[train] verl dataset: {rows['train']} training episodes, {rows['val']} eval episodes")
         from verl.trainer.main_ppo import run_ppo
 
+        # lazy: keeps ray, verl out of this module's import
         from .task_runner import RemoteArenaTaskRunner
 
         os.environ.update(verl_env(cfg))  # this process too (verl reads them on import)
