@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from arena.runs import RunFolder
-from arena.runs.provenance import git_state
+from arena.runs import RunFolder, provenance
 from arena.runs.run_log import COMMAND_ENV, current_command
 
 from .driver import Progress, drive
@@ -38,7 +37,7 @@ def wait_done(job, poll_s: float = 0.02) -> None:
 
 def provenance_env() -> dict[str, str]:
     """Recorded once by the driver at submit time; jobs read it (arena.runs.provenance)."""
-    sha, dirty = git_state()
+    sha, dirty = provenance.git_state()
     # the sweep's command line, which each cell's command.txt records (arena.runs.run_log)
     return {"ARENA_GIT_SHA": sha or "", "ARENA_GIT_DIRTY": "1" if dirty else "0", COMMAND_ENV: current_command()}
 
