@@ -15,12 +15,12 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from arena.envs import EnvUnavailableError, check_available, eval_size, validation_size
+
 from .args import BadArgument, comma_list_message, hydra_key_message, unknown_key_message
 from .ranges import RangeError, check_env_kwargs, check_ranges
 from .schema import CHOICES, RunConfig
 from .verb_args import parse_overrides, sweep_only_keys, sweep_only_message
-
-from arena.envs import EnvUnavailableError, check_available, eval_size, validation_size
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.")

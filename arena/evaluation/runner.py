@@ -19,20 +19,19 @@ from typing import Callable, Optional
 import yaml
 
 from arena.agent.rollout import rollout
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, load_config, to_plain
 from arena.config.args import BadArgument
 from arena.config.verb_args import EvalArgs, Parsed
 from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
 from arena.io.atomic import atomic_write_text
 from arena.runs import RunFolder
-from arena.runs.provenance import provenance
 from arena.runs.lock import CellLock
+from arena.runs.provenance import provenance
+from arena.runs.run_log import recording
 
 from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
-from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from arena.runs.run_log import recording
-
 from .episodes import (EPISODES_DIR, TurnLog, drop_leftovers_of_kills, episode_file, foreign_episodes,
                        load_cached, play_chat_episode, records_from_batch, success_ci, totals, turn_log_file,
                        write_episode)

@@ -24,10 +24,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
+from arena.io.atomic import atomic_write_dir
+
 from .attention import ATTENTION
 from .linear_kernel import LINEAR_KERNEL, set_linear_kernel
-
-from arena.io.atomic import atomic_write_dir
 
 # Named sizes. Parameter counts are for vocab_size=1024 with tied embeddings.
 SIZES = {
