@@ -17,6 +17,7 @@ HELP_FLAGS = ("-h", "--help")
 def parse_overrides(args: Sequence[str]) -> dict:
     """`key=value` pairs -> {key: value}, values typed by Hydra's grammar (`seeds=[0,5]` a list,
     `n=3` an int), the last occurrence of a key winning (arena.config.verb_args.parse_key_values)."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.verb_args import parse_key_values
 
     return parse_key_values(args)
@@ -31,6 +32,7 @@ def _int_option(key: str, value: object, low: int) -> int:
 
 def _methods(args: Sequence[str]) -> int:
     """List the method presets with their resolved members and hyperparameters."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.verb_args import MethodsArgs, parse_own_args
     from arena.po.compose import resolve
     from arena.po.methods import METHODS
@@ -53,12 +55,14 @@ def _methods(args: Sequence[str]) -> int:
 
 def _envs(args: Sequence[str]) -> int:
     """`arena envs play env=NAME seed=N` | `arena envs check env=NAME n=100`."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.envs import ENVS, EnvKwargsError, EnvUnavailableError
     from arena.envs import commands
 
     subs = {"play": commands.play, "check": commands.check}
     if not args or args[0] not in subs:
         raise BadInput(f"usage: arena envs {{{'|'.join(subs)}}} env=NAME ...; valid subcommands: {', '.join(subs)}")
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.verb_args import EnvsArgs, parse_args
 
     parsed = parse_args(EnvsArgs, args[1:])
@@ -69,6 +73,7 @@ def _envs(args: Sequence[str]) -> int:
     # the environment's kwargs from configs/env/<env>.yaml, then the command line's (every other key)
     env_kwargs = {**_config([f"env={env}"]).env.kwargs, **parse_overrides(parsed.overrides)}
     try:
+        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
         from arena.envs import announce_first_use
 
         # make_pool: a run without a terminal may make a pool (minutes)
@@ -84,6 +89,7 @@ def _envs(args: Sequence[str]) -> int:
 
 
 def _config(args: Sequence[str]):
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config import BadConfig, load_config
 
     try:
@@ -99,6 +105,7 @@ def check_runs_here(cfg, *, backend: bool = True) -> None:
     CUDA GPU; verl's packages)."""
     from pathlib import Path
 
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.backends import backend_of, embedded_here_problem
 
     if cfg.model.path and not Path(str(cfg.model.path)).expanduser().is_dir():
@@ -118,6 +125,7 @@ def _train(args: Sequence[str]) -> int:
     what the run printed (arena.runs.run_log). `--dry-run` prints the run's config (backend=verl:
     the verl config it writes) and runs nothing; `launcher=<slurm launcher> nodes=N` (backend=verl)
     submits the multi-node script instead of running here (arena.backends.verl.submit)."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.backends import backend_of, check_trainable
     from arena.config.verb_args import TrainArgs, parse_args
     from arena.runs.layout import run_dir
@@ -141,6 +149,7 @@ def _train(args: Sequence[str]) -> int:
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
     check_runs_here(cfg)
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.runs import RunFolder
 
     run = RunFolder(run_dir(cfg))
@@ -166,6 +175,7 @@ def _dry_run(cfg) -> int:
 
 def _bc(args: Sequence[str]) -> int:
     """`arena bc env=...`: train (or find cached) the BC checkpoint and print its report."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config import BadConfig, check_env_available
 
     cfg = _config(args)
@@ -174,9 +184,11 @@ def _bc(args: Sequence[str]) -> int:
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
     check_runs_here(cfg, backend=False)
+    # lazy: the verb's own modules, imported once its input is checked (bc.train imports torch)
     from arena.bc.key import bc_hash
-    from arena.bc.train import ensure_bc_checkpoint  # imports torch
+    from arena.bc.train import ensure_bc_checkpoint
     from arena.runs.layout import Results
+
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")
     print(Results.of(cfg).bc_report(bc_hash(cfg)).read_text())
@@ -184,7 +196,22 @@ def _bc(args: Sequence[str]) -> int:
 
 
 def _report(args: Sequence[str]) -> int:
-    """`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]`."""
+    """`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]`, a sweep's report
+    (arena/analysis/report.py), or `arena report evals=true [results_dir=...]`, the table of every
+    `arena eval` run (arena/evaluation/table.py)."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+    from arena.config.verb_args import ReportArgs, parse_own_args
+
+    try:
+        parsed = parse_own_args(ReportArgs, list(args))
+    except ValueError as exc:
+        return print_bad_input("report", exc)
+    if parsed.args.evals:
+        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+        from arena.evaluation.table import report_main as evals_main
+
+        return evals_main(parsed)
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.analysis.report import main as report_main
 
     return report_main(list(args))
@@ -193,6 +220,7 @@ def _report(args: Sequence[str]) -> int:
 def _findings(args: Sequence[str]) -> int:
     """`arena findings [results_dir=DIR | csv=PATH] [out=DIR]`: the paper's findings tested on a results
     dir's sweeps or on committed run tables (arena/analysis/findings.py)."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.analysis.findings import main as findings_main
 
     return findings_main(list(args))
@@ -200,31 +228,37 @@ def _findings(args: Sequence[str]) -> int:
 
 def _verl_config(args: Sequence[str]) -> int:
     """`arena verl-config key=value ...`: print the generated verl config."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.backends.verl.cli import verl_config_main
 
     return verl_config_main(list(args))
 
 
-def _evaluation(module: str, entry: str, keys: str, own_only: bool = False) -> Callable[[Sequence[str]], int]:
-    """`arena eval` / `arena serve` (arena/evaluation/, docs/eval.md): the command line read as
-    the verb's keys (`keys`, its dataclass in arena.config.verb_args; any other key is a run
-    config key, or exits 2 when `own_only`), handed to `entry` as the flat {dotted key: value}
-    dict of the keys given."""
+def _eval(args: Sequence[str]) -> int:
+    """`arena eval` (arena/evaluation/, docs/eval.md): the command line read as EvalArgs (its
+    sections typed: `retry.max`), the keys it gave, and every other key as a run config key,
+    handed to arena.evaluation.entry.eval_entry."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+    from arena.config.verb_args import EvalArgs, Parsed, nested_dataclass, parse_nested_args
+    from arena.evaluation.entry import eval_entry
 
-    def run(args: Sequence[str]) -> int:
-        import importlib
+    parsed = parse_nested_args(EvalArgs, args)
+    return eval_entry(Parsed(nested_dataclass(EvalArgs, parsed.args), parsed.given, parse_overrides(parsed.overrides)))
 
-        from arena.config import verb_args
 
-        parsed = verb_args.parse_nested_args(getattr(verb_args, keys), args, own_only=own_only)
-        return getattr(importlib.import_module(f"arena.evaluation.{module}"), entry)(
-            {**parsed.args, **parse_overrides(parsed.overrides)})
+def _serve(args: Sequence[str]) -> int:
+    """`arena serve` (arena/evaluation/server.py, docs/eval.md): its keys only, handed over as the
+    flat {dotted key: value} dict of the keys given."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+    from arena.config.verb_args import ServeArgs, parse_nested_args
+    from arena.evaluation.server import serve_main
 
-    return run
+    return serve_main(parse_nested_args(ServeArgs, args, own_only=True).args)
 
 
 def _sweeps(verb: str) -> Callable[[Sequence[str]], int]:
     def run(args: Sequence[str]) -> int:
+        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
         from arena.sweeps import cli as sweep_cli
 
         return getattr(sweep_cli, f"{verb}_main")(list(args))
@@ -244,8 +278,8 @@ VERBS: dict[str, Callable[[Sequence[str]], int]] = {
     "envs": _envs,
     "train": _train,
     "bc": _bc,
-    "eval": _evaluation("entry", "eval_entry", "EvalArgs"),
-    "serve": _evaluation("server", "serve_main", "ServeArgs", own_only=True),
+    "eval": _eval,
+    "serve": _serve,
 }
 assert set(VERBS) == set(VERB_HELP), "every verb has its --help (arena/cli_help.py VERB_HELP)"
 
@@ -274,6 +308,7 @@ def _version() -> str:
 def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
     """The variable an eval's `api_key_env=` names (its value is a key: never warned about), by
     the one grammar; none when the command line does not parse (the verb then says why)."""
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.args import BadArgument
     from arena.config.verb_args import last_value
 
@@ -285,6 +320,7 @@ def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.args import BadArgument, check_flags
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -298,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if argv else EXIT_BAD_INPUT
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
+        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
         from arena.config.args import close_matches
 
         near = close_matches(verb, VERBS)
@@ -306,16 +343,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(arg in HELP_FLAGS for arg in rest):
         _print_help(help_text(verb, [a for a in rest if a not in HELP_FLAGS]))
         return EXIT_OK
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.env_vars import BadEnvironment, check_environment
 
     try:  # every ARENA_* variable, before anything runs (arena/env_vars.py)
         check_environment(ignore=_api_key_envs(rest))
     except BadEnvironment as exc:
         return print_bad_input(verb, exc)
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.malloc_tuning import tune_malloc
 
     tune_malloc()  # keep freed memory instead of faulting it in again (arena/malloc_tuning.py)
 
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.runs.run_log import remembered_command
 
     with remembered_command(argv):  # what each run folder's command.txt records

@@ -37,6 +37,7 @@ class VerbHelp:
 def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
     """The run config's keys with the value the run would get and, when a file or the command
     line sets it, where: `steps=50 ... [configs/budget/default.yaml]`; valid values where fixed."""
+    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
     from arena.config.effective import SCHEMA, effective_values
     from arena.config.schema import CHOICES, RunConfig
 
@@ -56,6 +57,7 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
 
 
 def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
+    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
     from arena.config.effective import chosen_groups
     from arena.config.load import GROUPS, group_options
 
@@ -84,6 +86,7 @@ def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc
 
 def _verb_keys(name: str) -> list[KeyDoc]:
     """A verb's own keys, generated from its argument dataclass (arena.config.verb_args)."""
+    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
     from arena.config import verb_args
 
     return verb_args.verb_key_docs(getattr(verb_args, name))
@@ -105,6 +108,7 @@ def _search_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]
 
 
 def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
+    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
     from arena.config.load import group_options
 
     return [("Subcommands", [KeyDoc("play", None, "play one episode by hand"),

@@ -59,6 +59,22 @@ METRICS: Mapping[str, str] = MappingProxyType({
     "response_length/mean": "verl: mean response length (mapped to rollout/response_length)",
     "timing_s/step": "verl: wall seconds of the step (mapped to perf/step_seconds)",
 })
+# The kind of each key the embedded update computes per micro-batch, which says how a mini-batch
+# merges its micro-batches' values (arena/backends/embedded/update.py, `merge_micro_batches`):
+#   mean, share:  v_b = sum_u v_u n_u / sum_u n_u  (n_u: the tokens v_u is over; a share is a mean of 0/1)
+#   count:        v_b = sum_u v_u
+MEAN, SHARE, COUNT = "mean", "share", "count"
+MICRO_BATCH_KINDS: Mapping[str, str] = MappingProxyType({
+    "actor/off_policy_kl": MEAN,
+    "actor/kl_ref": MEAN,
+    "actor/entropy": MEAN,
+    "actor/clipfrac_high": SHARE,
+    "actor/clipfrac_low": SHARE,
+    "actor/clipfrac_pos_adv": SHARE,
+    "actor/clipfrac_neg_adv": SHARE,
+    "actor/masked_seqs": COUNT,
+    "actor/low_ratio_neg_seqs": COUNT,
+})
 # Families of verl's own keys that a verl run's rows keep as verl logs them (prefix -> meaning).
 VERL_FAMILIES: Mapping[str, str] = MappingProxyType({
     "timing_s/": "verl: wall seconds of one phase of the step",
@@ -88,9 +104,9 @@ PLOT_LABELS: Mapping[str, tuple[str, str, tuple]] = MappingProxyType({
     "actor/masked_seqs": ("Masked sequences", "masked sequences", (0.0, None)),
 })
 # fmt: on
-_UNKNOWN = [key for key in PLOT_LABELS if key not in METRICS]
+_UNKNOWN = [key for key in [*PLOT_LABELS, *MICRO_BATCH_KINDS] if key not in METRICS]
 if _UNKNOWN:
-    raise KeyError(f"PLOT_LABELS keys not in METRICS: {_UNKNOWN} (arena/metric_keys.py)")
+    raise KeyError(f"PLOT_LABELS or MICRO_BATCH_KINDS keys not in METRICS: {_UNKNOWN} (arena/metric_keys.py)")
 
 
 def meaning(key: str) -> str:

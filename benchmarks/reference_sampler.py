@@ -28,7 +28,7 @@ names (`rebound`): evaluate calls this module's make_policy (the one bench_eval'
 for a recording one), make_policy calls this module's sample_tokens, encode_texts and decode_rows, and sample_tokens
 this module's make_decoder.
 The benchmarks run both paths in one process, on the same model and seeds, and check that they
-give the same tokens and wins, log-probs within float rounding (tests/embedded/test_sampler_reference.py
+give the same tokens and wins, log-probs within float rounding (tests/lm/test_sampler_reference.py
 does too).
 """
 from __future__ import annotations

@@ -47,3 +47,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def threads():
+    """Set torch's intra-op threads for one test (the model kit's and the embedded backend's
+    thread tests); put the count back after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)

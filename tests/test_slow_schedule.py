@@ -18,7 +18,7 @@ def test_learning_seeds_are_their_own_units_and_the_rest_is_one_serial_unit():
     assert work_unit(seed) == seed and side_by_side_minutes(seed) == 4.5
     for nodeid in ("tests/slurm/test_cluster.py::test_job_array_runs_every_task",
                    "tests/verl/test_verl_config.py::test_every_preset_validates_through_verl[sokoban]",
-                   "tests/embedded/test_bc.py::test_bc_beats_the_random_init_model_on_sokoban"):
+                   "tests/bc/test_bc.py::test_bc_beats_the_random_init_model_on_sokoban"):
         assert work_unit(nodeid) == SERIAL and side_by_side_minutes(nodeid) is None
 
 

@@ -27,7 +27,7 @@ def test_a_non_finite_number_is_bad_input(capsys, tmp_path, arg):
 
 def test_nothing_is_written_through_a_symlink_planted_in_a_run_folder(tmp_path):
     from arena.runs import RunFolder
-    from arena.runs.atomic import SymlinkRefused, atomic_write_text
+    from arena.io.atomic import SymlinkRefused, atomic_write_text
 
     victim = tmp_path / "victim.txt"
     victim.write_text(PRECIOUS)

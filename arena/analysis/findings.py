@@ -377,7 +377,7 @@ def main(args: Sequence[str]) -> int:
     write DIR/findings.md and DIR/findings.csv. Bad input raises BadInput (exit 2)."""
     from arena.cli_errors import BadInput
     from arena.config.verb_args import FindingsArgs, parse_own_args
-    from arena.runs.atomic import atomic_write_text
+    from arena.io.atomic import atomic_write_text
 
     try:
         parsed = parse_own_args(FindingsArgs, args)

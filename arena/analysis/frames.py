@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
+from arena.config import resolve_po
 from arena.po.methods import METHODS
 from arena.runs.folder import RunFolder
 from arena.runs.layout import Results
@@ -36,8 +37,6 @@ STATUSES = ("done", "collapsed", "no_format", "failed", "missing")
 
 def _choices_from_config(path: Path) -> dict[str, Any]:
     """The resolved choices and hyperparameters of a run's config.yaml (an OmegaConf dump)."""
-    from arena.config import resolve_po
-
     cfg = OmegaConf.load(path)
     po = resolve_po(cfg)
     out: dict[str, Any] = {dim: getattr(po, dim) for dim in CHOICES}

@@ -1,6 +1,6 @@
 """`arena report name=NAME [results_dir=...] [baseline=ARM] [min_effect=POINTS] [allow_mixed=true] [wandb=true]`
-or `arena report evals=true [results_dir=...]` (the §5.3 table of every `arena eval` run, docs/eval.md)
-(docs/design.md, Report).
+(docs/design.md, Report). `arena report evals=true` (the §5.3 table of every `arena eval` run,
+docs/eval.md) is arena/evaluation/table.py's: the CLI sends it there.
 
 write_report reads the sweep's manifest (report cells only), builds the two frames, and writes
 `<results_dir>/sweeps/NAME/report/`: table.md, table.tex, table.csv, figures/*.png|pdf and, with
@@ -23,8 +23,7 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from arena.cli_errors import print_bad_input
-from arena.evaluation.table import write_eval_table
-from arena.runs.atomic import atomic_write_text
+from arena.io.atomic import atomic_write_text
 from arena.runs.layout import Results
 
 from .frames import runs_frame, tidy_frame
@@ -129,6 +128,7 @@ def write_tables(cells: pd.DataFrame, arms: pd.DataFrame, out: Path, *, name: st
 def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = False, wandb: bool = False,
                  figures: bool = True, baseline: Optional[str] = None, min_effect: float = MIN_EFFECT) -> Path:
     """Write the report folder and return its path."""
+    # lazy: keeps matplotlib out of this module's import
     from .figures import write_figures
     from .mechanisms import mechanism_table, render_mechanisms
 
@@ -143,6 +143,7 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     if figures:
         write_figures(tidy, runs, out / "figures", arm_order=arm_names, baseline=cells["baseline"].iloc[0] or None)
     if wandb:
+        # lazy: keeps matplotlib out of this module's import
         from .wandb_dashboard import dashboard_spec, save_dashboard
 
         spec = dashboard_spec(manifest, table_markdown=markdown)
@@ -177,14 +178,6 @@ def main(argv: Sequence[str]) -> int:
     try:
         parsed = parse_own_args(ReportArgs, argv)
         opts, given = parsed.args, parsed.given
-        if opts.evals:  # the paper's §5.3 table of `arena eval` runs
-            if given - {"evals", "results_dir"}:
-                raise ValueError(f"evals=true takes only results_dir; got {', '.join(sorted(given - {'evals'}))}")
-            results = Results(str(opts.results_dir))
-            out = write_eval_table(results.root, results.eval_table)
-            print(out.read_text())
-            print(f"[report] written to {out}")
-            return 0
         if opts.name is None:
             raise ValueError(f"name=NAME (or evals=true) is required; valid keys: {', '.join(verb_keys(ReportArgs))}")
         out = write_report(str(opts.results_dir), opts.name, allow_mixed=opts.allow_mixed, wandb=opts.wandb,

@@ -20,7 +20,13 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from arena.runs.atomic import atomic_write_text
+from arena.config.verb_args import parse_own_args
+from arena.io.atomic import atomic_write_text
+
+from .frames import runs_frame, tidy_frame
+from .manifest import load_manifest
+from .report import confirmatory_section, parse_min_effect, write_tables
+from .table_data import arm_order, build_table, env_order
 
 RUN_COLUMNS = ("arm", "method", "group", "env", "seed", "status", "stable", "final_eval_success",
                "initial_eval_success", "var_last20", "noise_floor", "theta", "n_eval")
@@ -38,6 +44,7 @@ class TidyCsvArgs:
 
 
 def _figure_metrics() -> list[str]:
+    # lazy: keeps matplotlib out of this module's import
     from .figures import FIG3_PANELS, FIG4_PANELS
 
     return [metric for metric, *_ in FIG3_PANELS + FIG4_PANELS]
@@ -58,10 +65,6 @@ def _csv(frame: pd.DataFrame, float_format: str) -> str:
 
 def export_csv(results_dir: str | Path, name: str, prefix: str | Path) -> list[Path]:
     """Write <prefix>_runs.csv and <prefix>_metrics.csv from a sweep's run folders."""
-    from .frames import runs_frame, tidy_frame
-    from .manifest import load_manifest
-    from .table_data import arm_order, env_order
-
     runs = runs_frame(results_dir, name)
     manifest = load_manifest(Path(results_dir).resolve(), name)
     order = [arm for _, arm in arm_order(runs, manifest)]
@@ -98,10 +101,8 @@ def load_csv(prefix: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
 def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] = None, baseline: Optional[str] = None,
                     min_effect: Optional[float] = None) -> Path:
     """table.md/.tex/.csv and figures/ under `out`, from the two CSV files (min_effect: the report's key)."""
+    # lazy: keeps matplotlib out of this module's import
     from .figures import write_figures
-    from .report import confirmatory_section, write_tables
-    from .table_data import build_table
-
     runs, tidy, manifest = load_csv(prefix)
     if baseline is not None and baseline not in manifest["grid"]:
         raise ValueError(f"baseline={baseline!r} is not an arm in {prefix}_runs.csv; valid values: {', '.join(manifest['grid'])}")
@@ -117,10 +118,6 @@ def render_from_csv(prefix: str | Path, out: str | Path, *, name: Optional[str] 
 def main(argv: Sequence[str]) -> int:
     """`export name=NAME results_dir=DIR prefix=P` | `render prefix=P out=DIR [baseline=ARM] [min_effect=POINTS]`;
     exit 2 on bad input."""
-    from arena.config.verb_args import parse_own_args
-
-    from .report import parse_min_effect
-
     try:
         if not argv or argv[0] not in ("export", "render"):
             raise ValueError("first argument: export or render")

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from arena.backends.verl.launch import describe_missing, missing_for_training, missing_packages
 from arena.config import BadConfig, check_env_available
+from arena.runs.policy import NoPolicy, policy_folder
 
 
 def nothing_missing(cfg) -> Optional[str]:
@@ -128,8 +129,6 @@ def check_model_path(cfg) -> None:
     was not saved (arena.runs.policy.policy_folder says which steps there are)."""
     if not cfg.model.path:
         return
-    from arena.runs.policy import NoPolicy, policy_folder
-
     try:
         policy_folder(cfg.model.path)
     except NoPolicy as exc:

@@ -20,17 +20,18 @@ from torch.nn.utils.rnn import pad_sequence
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from arena.agent.prompts import render_prompt, task_from_obs
+from arena.agent.rollout import rollout
 from arena.config import to_plain, trains_bc
 from arena.config.schema import CHOICES
 from arena.envs import make
-from arena.runs import atomic_write_json
-from arena.runs.atomic import digest_problem, folder_digest, fsync_tree
+from arena.io.atomic import atomic_write_json, digest_problem, folder_digest, fsync_tree
 from arena.runs.layout import BC_MODEL_DIR, BC_REPORT_FILE, Results
 
 from arena.lm.evaluate import evaluate
 from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.lm.micro_batches import trim_padding
 from arena.lm.model import build_model, load_model, save_checkpoint
+from arena.lm.sampler import make_policy
 from arena.lm.tokenizer import build_tokenizer
 
 from .key import bc_hash, bc_key
@@ -78,10 +79,6 @@ def collect_demos(cfg, n_episodes: int, *, seed_offset: int = 0) -> tuple[list[t
 def collect_rollout_demos(cfg, model, tokenizer, n_episodes: int, *, chunk: int = 64) -> tuple[list[tuple[str, str]], float]:
     """Rejection sampling: roll the model out at T=1 on training seeds 0..n-1 and keep the
     (prompt, response) turns of the won episodes. Returns (pairs, the model's success rate)."""
-    from arena.agent.rollout import rollout
-
-    from arena.lm.sampler import make_policy
-
     policy = make_policy(model, tokenizer, temperature=1.0, max_new_tokens=cfg.env.max_new_tokens, seed=cfg.seed)
     envs = [make(cfg.env.name, **to_plain(cfg.env.kwargs)) for _ in range(min(chunk, n_episodes))]
     pairs, wins = [], 0

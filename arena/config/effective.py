@@ -15,7 +15,9 @@ from typing import Any, Iterable, Optional, Sequence
 
 import yaml
 
-from .load import GROUPS, OPEN_NAMESPACES, config_dir, group_options, valid_keys
+from .args import BadArgument
+from .load import GROUPS, OPEN_NAMESPACES, _normalise, config_dir, group_options, valid_keys
+from .verb_args import parse_overrides
 
 COMMAND_LINE = "command line"
 SCHEMA = "schema"
@@ -50,9 +52,6 @@ def composing_overrides(args: Iterable[str]) -> list[tuple[str, str, Any]]:
     """(argument, key, value) of each of the command line's run-config overrides that compose: a
     schema key or an open namespace's, a config group with one of its files (a sweep's
     `env=[a,b]` list is left out, and so is what Hydra's grammar does not parse: help still prints)."""
-    from .args import BadArgument
-    from .verb_args import parse_overrides
-
     keep = []
     for arg in args:
         try:
@@ -85,7 +84,7 @@ def compose_plain(overrides: Sequence[str]):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from .load import _normalise
+    # lazy: keeps hydra out of this module's import
     from .store import register
 
     register()

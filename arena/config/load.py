@@ -15,7 +15,12 @@ from typing import Any, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from arena.envs import EnvUnavailableError, check_available, eval_size, validation_size
+
+from .args import BadArgument, comma_list_message, hydra_key_message, unknown_key_message
+from .ranges import RangeError, check_env_kwargs, check_ranges
 from .schema import CHOICES, RunConfig
+from .verb_args import parse_overrides, sweep_only_keys, sweep_only_message
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.", "verl.")
@@ -75,9 +80,6 @@ def _normalise_parsed(overrides: Iterable[str] | Mapping[str, Any]) -> list[tupl
     """(override as Hydra gets it, Hydra's parse of it) for each override: every key checked
     (check_key), an open namespace's keys made `++` (add or replace). Read with the one grammar
     (arena.config.verb_args.parse_overrides); BadConfig for what it does not parse."""
-    from .args import BadArgument
-    from .verb_args import parse_overrides
-
     if isinstance(overrides, Mapping):
         overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in overrides.items()]
     overrides = list(overrides)
@@ -98,8 +100,6 @@ def _normalise_parsed(overrides: Iterable[str] | Mapping[str, Any]) -> list[tupl
 def _check_group(key: str, override) -> None:
     """BadConfig unless a config group's override names one of its files (`env=sokoban`): a comma
     list is Hydra's multirun syntax, a list or another name is no file of the group."""
-    from .args import comma_list_message
-
     if override.is_sweep_override():
         raise BadConfig(comma_list_message(key, ",".join(map(str, override.value().list))))
     value = "" if override.is_delete() else override.value()
@@ -114,9 +114,6 @@ def check_key(key: str, arg: str = "") -> None:
     `arena sweep` (`seeds=3` is not three runs: arena.config.verb_args.sweep_only_keys), and a key
     outside the schema, `+foo=1` included (Hydra would add it: it would do nothing, yet change
     every cell id). The message names the close matches only."""
-    from .args import hydra_key_message, unknown_key_message
-    from .verb_args import sweep_only_keys, sweep_only_message
-
     if key == "hydra" or key.startswith("hydra."):
         raise BadConfig(hydra_key_message(key))
     if key.startswith("launcher."):  # (config/launchers.py reads those files; it imports this module)
@@ -136,6 +133,7 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
+    # lazy: keeps hydra out of this module's import
     from .store import register
 
     register()
@@ -163,8 +161,6 @@ def load_config(overrides: Iterable[str] | Mapping[str, Any] = ()) -> DictConfig
 
 def _composition_message(exc: Exception) -> str:
     """Hydra's ConfigCompositionException as the one line a person needs."""
-    from .args import comma_list_message, unknown_key_message
-
     msg = str(exc).split("\n")[0]
     cause = f": {exc.__cause__}" if exc.__cause__ else ""
     if msg.startswith("Ambiguous value for argument"):  # `po.method=grpo,gspo`: Hydra's multirun syntax
@@ -180,8 +176,6 @@ def validate(cfg: DictConfig) -> None:
     overrides applied to a composed base): every CHOICES key holds a valid value, numeric keys
     are in range, env.kwargs are the environment's, and po.* resolves against the registries.
     BadConfig names the valid choices."""
-    from .ranges import RangeError, check_env_kwargs, check_ranges
-
     canonical_method(cfg)
     for key, valid in CHOICES.items():
         value = OmegaConf.select(cfg, key)
@@ -207,6 +201,7 @@ def canonical_method(cfg: DictConfig) -> None:
     """`po.method=SAPO_SM` is `po.method=sapo_sm`: method names are matched case-insensitively
     (the papers and the README write them in capitals) and stored as the preset's own name, so
     the cell id is the same whichever case was typed."""
+    # lazy: keeps torch out of this module's import
     from arena.po.methods import METHODS
 
     method = cfg.po.method
@@ -218,8 +213,6 @@ def check_env_available(cfg: DictConfig) -> None:
     """BadConfig unless the environment's optional package and data are there (env=alfworld
     needs ALFWORLD_DATA): `arena.envs.check_available`. What the backend needs is the backend
     table's to check (arena.backends.check_trainable, which calls this)."""
-    from arena.envs import EnvUnavailableError, check_available
-
     try:
         check_available(str(cfg.env.name), **to_plain(cfg.env.kwargs))
     except EnvUnavailableError as exc:
@@ -238,8 +231,6 @@ def check_validation_split(cfg: DictConfig) -> None:
     """BadConfig when BC's band stop would ask for more validation episodes than the environment
     has (`bc.val_n` > arena.envs.validation_size): the extra ones would be training episodes.
     A split of 0 (household's committed pool) is allowed; BC says so in its log and bc.json."""
-    from arena.envs import validation_size
-
     if not (trains_bc(cfg) and cfg.bc.steps > 0 and cfg.bc.band):
         return
     size = validation_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))
@@ -252,8 +243,6 @@ def check_eval_split(cfg: DictConfig) -> None:
     """BadConfig when an eval asks for more held-out episodes than the environment has distinct
     ones (`eval.n` or `bc.eval_n` > arena.envs.eval_size): eval_seed(i) would replay episode
     i mod size, and the success rate's standard error would count the repeats as new samples."""
-    from arena.envs import eval_size
-
     size = eval_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))
     if size is None:
         return
@@ -266,13 +255,9 @@ def check_eval_split(cfg: DictConfig) -> None:
                             f"with env.kwargs={to_plain(cfg.env.kwargs)}); valid: {key} <= {size}")
 
 
-# The config's half of arena.backends.check_trainable, under its former name: the verl
-# backend's `main.run_training` calls it and then checks its own packages and GPU.
-check_trainable = check_env_available
-
-
 def resolve_po(cfg: DictConfig):
     """The run's ResolvedPO (preset + env po_defaults + po.* overrides)."""
+    # lazy: keeps torch out of this module's import
     from arena.po.compose import resolve
 
     po = {k: v for k, v in to_plain(cfg.po).items() if v is not None}

@@ -8,6 +8,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from arena.envs import ENVS, EnvKwargsError, parse_kwargs
+
 INT_AT_LEAST_1 = ("steps", "save_freq", "test_freq", "group_size", "batch_envs", "ppo_epochs", "ppo_num_mini_batches",
                   "micro_batch_size", "eval.n", "bc.demos", "bc.batch_size", "bc.eval_n",
                   "stability.min_points", "search.trials", "env.max_new_tokens", "model.vocab_size",
@@ -85,8 +87,6 @@ def check_env_kwargs(cfg: DictConfig) -> None:
     """RangeError unless env.kwargs are keys of the environment's kwargs dataclass with values of
     their types (arena.envs.spec: parsed as a structured config). An environment whose module
     can't be imported here (an optional extra) is checked by its constructor instead."""
-    from arena.envs import ENVS, EnvKwargsError, parse_kwargs
-
     name = str(cfg.env.name)
     if name not in ENVS:
         return  # the env name's own check names the valid ones

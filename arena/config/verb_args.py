@@ -5,8 +5,9 @@ own keys are the fields of its argument dataclass (`SweepArgs`, `SearchArgs`, `S
 takes the dataclass's keys out typed, and passes every other key through, in order, as run
 config overrides (for `load_config`, that is Hydra's compose). `eval` and `serve` have dotted
 keys (`retry.max`, `model.path`): their dataclasses hold sections (`retry: RetryArgs`), read by
-`parse_nested_args` into an OmegaConf structured config, which types each value; the pipeline
-gets them as the flat `{dotted key: value}` dict it always read. `envs`' env kwargs are a table
+`parse_nested_args` into an OmegaConf structured config, which types each value; eval's
+pipeline gets the dataclass itself (`nested_dataclass`), serve's the flat `{dotted key: value}`
+dict of the keys given. `envs`' env kwargs are a table
 read with the same grammar (`parse_key_values`).
 
 The one precedence rule: the last occurrence of a key wins, everywhere. A verb key given twice
@@ -24,9 +25,12 @@ import dataclasses
 import functools
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Generic, Optional, Sequence, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Mapping, Optional, Sequence, TypeVar
 
 from .args import BadArgument, close_matches, comma_list_message, unknown_key_message
+from .field_docs import KeyDoc, dataclass_docs
+from .schema import RunConfig
 
 T = TypeVar("T")
 
@@ -132,11 +136,18 @@ class RetryArgs:
     max_wait: float = 60.0  # cap on one wait, Retry-After included
 
 
+EVAL_POLICIES = ("checkpoint", "openai")
+EVAL_PARADIGMS = ("sla", "debate", "aggressive_debate")
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+OPENAI_MAX_TOKENS = 1024
+
+
 @dataclass
 class EvalArgs:
     """`arena eval`: its own keys (docs/eval.md, Keys); every other key (n=, seed=, env=,
-    model.path, eval.temperature, out, ...) is a run config key. Choices and ranges are checked
-    by arena.evaluation.options.build_options."""
+    model.path, eval.temperature, out, ...) is a run config key. `checked(cfg)` checks the
+    choices and ranges against the run config and fills in the defaults that depend on it; the
+    eval pipeline (arena/evaluation/) reads the checked EvalArgs."""
     policy: str = "checkpoint"  # what plays: checkpoint (model.path, run here) | openai (an OpenAI-compatible endpoint)
     paradigm: str = "sla"  # sla (one agent) | debate | aggressive_debate (agents that see each other's answers; policy=openai)
     model: Optional[str] = None  # policy=openai: the model name sent to the endpoint
@@ -154,6 +165,67 @@ class EvalArgs:
     make_pool: bool = False  # true: a run without a terminal may make the env's pool on first use (household: minutes)
     sweep: Optional[str] = None  # NAME: evaluate the final policy of every finished cell of sweep NAME instead (sweep_eval.py)
     min_effect: float = MIN_EFFECT  # with sweep=: points a "no difference" verdict must rule out (docs/methods.md, Statistics)
+
+
+    def checked(self, cfg) -> "EvalArgs":
+        """These keys checked against their choices and ranges (BadArgument names the key and what
+        is valid), with base_url's trailing / cut, api_key_env None as "", max_tokens filled in
+        (env.max_new_tokens for a checkpoint, OPENAI_MAX_TOKENS for an endpoint), label = model
+        for an endpoint (a checkpoint's label is its folder: the eval pipeline's), and one agent
+        and one round for paradigm=sla (the debate keys do not apply, nor enter the eval id)."""
+        if self.policy not in EVAL_POLICIES:
+            raise BadArgument(f"unknown policy {self.policy!r}; valid: {', '.join(EVAL_POLICIES)}")
+        if self.paradigm not in EVAL_PARADIGMS:
+            raise BadArgument(f"unknown paradigm {self.paradigm!r}; valid: {', '.join(EVAL_PARADIGMS)}")
+        self._check_policy(cfg)
+        if self.max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise BadArgument(f"unknown max_tokens_field {self.max_tokens_field!r}; valid: {', '.join(MAX_TOKENS_FIELDS)}")
+        if not isinstance(self.sampling_params, bool):
+            raise BadArgument(f"sampling_params={self.sampling_params!r}; valid: true, false")
+        sla = self.paradigm == "sla"
+        default_tokens = OPENAI_MAX_TOKENS if self.policy == "openai" else cfg.env.max_new_tokens
+        tokens = self.max_tokens if self.max_tokens is not None else default_tokens
+        return dataclasses.replace(
+            self, base_url=str(self.base_url).rstrip("/"), api_key_env=str(self.api_key_env or ""),
+            label=self.label or (self.model if self.policy == "openai" else None),
+            debate=DebateArgs(agents=1 if sla else _at_least("debate.agents", self.debate.agents, 2),
+                              rounds=1 if sla else _at_least("debate.rounds", self.debate.rounds, 1)),
+            concurrency=_at_least("concurrency", self.concurrency, 1),
+            retry=RetryArgs(max=_at_least("retry.max", self.retry.max, 0),
+                            backoff=_at_least("retry.backoff", self.retry.backoff, 0.0, float),
+                            max_wait=_at_least("retry.max_wait", self.retry.max_wait, 0.0, float)),
+            timeout=_at_least("timeout", self.timeout, 0.001, float), max_tokens=_at_least("max_tokens", tokens, 1),
+            chunk=_at_least("chunk", self.chunk, 1))
+
+    def _check_policy(self, cfg) -> None:
+        """What each policy needs: an endpoint (openai) or a checkpoint folder (checkpoint, sla only)."""
+        if self.policy == "openai":
+            if not self.model or not isinstance(self.model, str):
+                raise BadArgument("policy=openai needs model=NAME (the model id the endpoint serves)")
+            if not str(self.base_url).startswith(("http://", "https://")):
+                raise BadArgument(f"base_url={self.base_url!r}: expected an http:// or https:// URL")
+            return
+        if self.model is not None:
+            raise BadArgument("model=NAME is for policy=openai; policy=checkpoint takes model.path=DIR")
+        if not cfg.model.path:
+            raise BadArgument("policy=checkpoint needs model.path=DIR (an arena or local HF checkpoint)")
+        if not Path(cfg.model.path).is_dir():
+            raise BadArgument(f"model.path={cfg.model.path!r}: no such checkpoint folder")
+        if self.paradigm != "sla":
+            raise BadArgument(f"paradigm={self.paradigm} needs a chat endpoint: serve the checkpoint "
+                              "(arena serve model.path=...) and use policy=openai; valid for policy=checkpoint: sla")
+
+
+def _at_least(key: str, value: Any, low: float, kind: type = int) -> Any:
+    """`value` as `kind` (int: not a bool) when it is >= low; BadArgument naming the key otherwise."""
+    words = "an integer" if kind is int else "a number"
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise BadArgument(f"{key}={value!r}: expected {words} >= {low}") from None
+    if number < low or (kind is int and isinstance(value, bool)):
+        raise BadArgument(f"{key}={value!r}: expected {words} >= {low}")
+    return number
 
 
 @dataclass
@@ -180,7 +252,7 @@ class ServeArgs:
 class Parsed(Generic[T]):
     args: T  # the verb's dataclass, its keys typed (parse_nested_args: the flat dict of the keys given)
     given: frozenset  # the verb keys the command line set
-    overrides: list  # every other key=value, in the command line's order (run config overrides)
+    overrides: Any  # every other key=value, in the command line's order (run config overrides; eval: {key: value})
 
 
 def own_fields(cls: type) -> list[dataclasses.Field]:
@@ -199,8 +271,6 @@ def verb_keys(cls: type) -> list[str]:
 def sweep_only_keys() -> tuple[str, ...]:
     """The keys of `arena sweep` that no run config has (dimension, seeds, launcher, fail_fast,
     ...): a one-config command (`arena train seeds=3`) refuses them, naming `arena sweep`."""
-    from .schema import RunConfig
-
     run = {f.name for f in dataclasses.fields(RunConfig)}
     return tuple(k for k in verb_keys(SweepArgs) if k not in run)
 
@@ -357,6 +427,17 @@ def parse_nested_args(cls: type, args: Sequence[str], own_only: bool = False) ->
     return Parsed({key: OmegaConf.select(conf, key) for key in given}, frozenset(given), overrides)
 
 
+def nested_dataclass(cls: type[T], keys: Mapping[str, Any]) -> T:
+    """`cls` with the flat {dotted key: value} `keys` set (`{"retry.max": 3}`: `retry.max` = 3),
+    typed by an OmegaConf structured config of `cls` as parse_nested_args types them."""
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.structured(cls)
+    for key, value in keys.items():
+        OmegaConf.update(conf, key, value, merge=False)
+    return OmegaConf.to_object(conf)
+
+
 def unknown_verb_key(key: str, cls: type) -> BadArgument:
     """`unknown key 'nmae'; did you mean name? valid keys: name, results_dir` for a verb that
     takes only its own keys (few enough to list)."""
@@ -379,7 +460,5 @@ def verb_key_docs(cls: type) -> list:
     """`--help`'s lines for a verb's own keys: each leaf key of `cls` (its own fields first, a
     section's as `section.key`) with its default and `(type) meaning`, the meaning read from
     the comment beside the field."""
-    from .field_docs import KeyDoc, dataclass_docs
-
     docs = {d.key: d for d in dataclass_docs(cls)}
     return [KeyDoc(key, docs[key].default, f"({type_name(kind)}) {docs[key].doc}") for key, kind in leaf_fields(cls)]

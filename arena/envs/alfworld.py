@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
 from .spec import EnvSpec
-from .textworld_episode import TextWorldEpisode, acquire_env, release_env
+from .textworld_episode import PlaysTextWorld, TextWorldEpisode, acquire_env, release_env
 
 # ALFWorld's split folders under $ALFWORLD_DATA (alfworld base_config.yaml).
 SPLIT_DIRS = {
@@ -161,7 +161,7 @@ def _replan(tw_env) -> list[str]:
     return base._pddl_state.replan(base._entity_infos)
 
 
-class AlfworldEnv:
+class AlfworldEnv(PlaysTextWorld):
     name = "alfworld"
     instruction = INSTRUCTION
 
@@ -203,20 +203,6 @@ class AlfworldEnv:
         self.task = extract_task(obs)
         info.update(gamefile=path, task_type=task_type(path), task=self.task)
         return obs, info
-
-    def _require_episode(self) -> TextWorldEpisode:
-        if self._episode is None:
-            raise RuntimeError("call reset(seed) before stepping the alfworld env")
-        return self._episode
-
-    def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        return self._require_episode().step(action)
-
-    def is_admissible(self, action: str) -> bool:
-        return self._require_episode().is_admissible(action)
-
-    def expert_action(self) -> Optional[str]:
-        return self._require_episode().expert_action()
 
 
 SPEC = EnvSpec(name="alfworld", kwargs=AlfworldKwargs, factory=AlfworldEnv, check_available=check_available,

@@ -34,7 +34,7 @@ from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, 
                               LARGE_FIRST_VAL, LARGE_SIZES, MANIFEST_NAME, SPLITS, default_cache_dir,
                               ensure_large_pool, games_folder, large_pool_layout, read_manifest, verified_game)
 from .spec import EnvSpec
-from .textworld_episode import TextWorldEpisode, acquire_env, release_env
+from .textworld_episode import PlaysTextWorld, TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
 DEFAULT_LARGE_GAMES = 1536  # 1024 train + 256 validation + 256 eval
@@ -157,7 +157,7 @@ def validation_size(kw: HouseholdKwargs) -> int:
     return 0 if kw.pool == "committed" else LARGE_FIRST_EXTRA_TRAIN - LARGE_FIRST_VAL
 
 
-class HouseholdEnv:
+class HouseholdEnv(PlaysTextWorld):
     name = "household"
     instruction = INSTRUCTION
 
@@ -213,20 +213,6 @@ class HouseholdEnv:
         obs = first_observation(self._episode.state.feedback, self._episode.state["objective"])
         info.update(game=game["name"], split=game["split"], task_type="pick_and_place")
         return obs, info
-
-    def _require_episode(self) -> TextWorldEpisode:
-        if self._episode is None:
-            raise RuntimeError("call reset(seed) before stepping the household env")
-        return self._episode
-
-    def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        return self._require_episode().step(action)
-
-    def is_admissible(self, action: str) -> bool:
-        return self._require_episode().is_admissible(action)
-
-    def expert_action(self) -> Optional[str]:
-        return self._require_episode().expert_action()
 
     def close(self) -> None:
         """Give the textworld env back to the per-process cache."""

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from arena.runs.atomic import atomic_write_json, atomic_write_text, atomic_write_with
+from arena.io.atomic import atomic_write_json, atomic_write_text, atomic_write_with
 
 COMMITTED_POOL_DIR = Path(__file__).parent / "games" / "household"
 ARCHIVE_NAME = "games.tar.xz"

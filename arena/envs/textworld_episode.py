@@ -148,3 +148,25 @@ class TextWorldEpisode:
                 return None
             self._plan = list(self.plan_fn(self.state) or [])
         return self._plan[0] if self._plan else None
+
+
+class PlaysTextWorld:
+    """The turns of an env whose episode a TextWorldEpisode plays (household, alfworld): step,
+    is_admissible and expert_action go to the episode of the last reset."""
+
+    name: str
+    _episode: Optional[TextWorldEpisode] = None
+
+    def _require_episode(self) -> TextWorldEpisode:
+        if self._episode is None:
+            raise RuntimeError(f"call reset(seed) before stepping the {self.name} env")
+        return self._episode
+
+    def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        return self._require_episode().step(action)
+
+    def is_admissible(self, action: str) -> bool:
+        return self._require_episode().is_admissible(action)
+
+    def expert_action(self) -> Optional[str]:
+        return self._require_episode().expert_action()

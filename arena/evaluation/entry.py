@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from typing import Callable
 
+from arena.config.verb_args import EvalArgs, Parsed
 
-def eval_entry(args: dict, log: Callable = print) -> int:
-    """sweep=NAME evaluates a sweep's cells; anything else evaluates one policy."""
-    if args.get("sweep") is not None:
-        from .sweep_eval import sweep_eval_main
+from .sweep_eval import sweep_eval_main
 
-        return sweep_eval_main(args, log)
+
+def eval_entry(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
+    """sweep=NAME evaluates a sweep's cells; anything else evaluates one policy. `parsed`: the
+    command line as EvalArgs, the keys it gave, and the run config keys ({dotted key: value})."""
+    if parsed.args.sweep is not None:
+        return sweep_eval_main(parsed, log)
+    # lazy: keeps httpx, numpy, tenacity, torch, yaml out of this module's import
     from .runner import eval_main
 
-    return eval_main(args, log)
+    return eval_main(parsed, log)

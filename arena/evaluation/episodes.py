@@ -22,8 +22,7 @@ from typing import Callable, Optional
 
 from arena.agent.projection import extract_action, project
 from arena.agent.prompts import render_prompt, task_from_obs
-from arena.runs import atomic_write_json, atomic_write_text
-from arena.runs.atomic import append_text, remove_temps_of_killed_writes
+from arena.io.atomic import append_text, atomic_write_json, atomic_write_text, remove_temps_of_killed_writes
 
 from .client import Reply
 from .debate import TurnDecision

@@ -18,27 +18,33 @@ from typing import Callable, Optional
 
 import yaml
 
+from arena.agent.rollout import rollout
+from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, load_config, to_plain
+from arena.config.args import BadArgument
+from arena.config.verb_args import EvalArgs, Parsed
 from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
-from arena.runs import RunFolder, atomic_write_text
+from arena.io.atomic import atomic_write_text
+from arena.runs import RunFolder
+from arena.runs.lock import CellLock
 from arena.runs.provenance import provenance
-from arena.sweeps.ledger import CellLock
+from arena.runs.run_log import recording
 
 from .client import ApiFailure, BadApiKey, ChatClient
 from .debate import debate_turn, sla_turn
-from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-
 from .episodes import (EPISODES_DIR, TurnLog, drop_leftovers_of_kills, episode_file, foreign_episodes,
                        load_cached, play_chat_episode, records_from_batch, success_ci, totals, turn_log_file,
                        write_episode)
-from .options import BadEvalInput, EvalOptions, build_options, checkpoint_dir, eval_dir, eval_id, pool_id, split_args
+from .options import BadEvalInput, checked_args, checkpoint_dir, eval_dir, eval_id, pool_id, recorded
 
 
 
-def prepare(args: dict):
-    """(resolved run config, EvalOptions) from the command line's key=value dict."""
-    opts, overrides = split_args(args)
-    if opts.get("policy") == "openai" and "model.prompt_template" not in overrides:
+def prepare(parsed: Parsed[EvalArgs]):
+    """(resolved run config, checked EvalArgs) from the parsed command line: EvalArgs and the run
+    config keys ({dotted key: value}; `n` is eval.n)."""
+    args = parsed.args
+    overrides = {("eval.n" if key == "n" else key): value for key, value in parsed.overrides.items()}
+    if args.policy == "openai" and "model.prompt_template" not in overrides:
         overrides["model.prompt_template"] = "full"  # an instruction-following model needs the full wording
     try:
         cfg = load_config(overrides)
@@ -46,19 +52,19 @@ def prepare(args: dict):
         raise BadEvalInput(str(exc)) from exc
     if int(cfg.seed) < 0 or int(cfg.eval.n) < 1:
         raise BadEvalInput(f"need seed >= 0 (the first held-out episode) and n >= 1; got seed={cfg.seed}, n={cfg.eval.n}")
-    if not isinstance(opts.get("make_pool", False), bool):
-        raise BadEvalInput(f"make_pool={opts['make_pool']!r}; valid: true, false")
+    if not isinstance(args.make_pool, bool):
+        raise BadEvalInput(f"make_pool={args.make_pool!r}; valid: true, false")
     try:  # a long first-use generation (household's large pool) is said up front, and needs make_pool=true unattended
-        announce_first_use(str(cfg.env.name), to_plain(cfg.env.kwargs), consent=opts.get("make_pool", False))
+        announce_first_use(str(cfg.env.name), to_plain(cfg.env.kwargs), consent=args.make_pool)
     except EnvUnavailableError as exc:
         raise BadEvalInput(str(exc)) from exc
     size = eval_size(str(cfg.env.name), **to_plain(cfg.env.kwargs))  # episodes i >= size would replay i mod size
     if size is not None and int(cfg.seed) + int(cfg.eval.n) > size:
         raise BadEvalInput(f"seed={cfg.seed} n={cfg.eval.n} asks for held-out episodes past the {size} distinct ones of "
                            f"env {cfg.env.name} (env.kwargs={to_plain(cfg.env.kwargs)}); valid: seed + n <= {size}")
-    if cfg.model.path and opts.get("policy", "checkpoint") == "checkpoint":
+    if cfg.model.path and args.policy == "checkpoint":
         cfg.model.path = str(checkpoint_dir(str(cfg.model.path)))  # a run folder -> its final policy
-    return cfg, build_options(opts, cfg)
+    return cfg, checked_args(args, cfg)
 
 
 class Progress:
@@ -79,10 +85,9 @@ class Progress:
                          f"retries {self.retries}, {time.time() - self.start:.0f}s")
 
 
-def run_checkpoint(cfg, options: EvalOptions, path: Path, pending: list[int], progress: Progress) -> dict[int, str]:
+def run_checkpoint(cfg, options: EvalArgs, path: Path, pending: list[int], progress: Progress) -> dict[int, str]:
     """Batched greedy/sampled rollouts of a local checkpoint, `chunk` episodes at a time."""
-    from arena.agent.rollout import rollout
-
+    # lazy: keeps tokenizers, transformers out of this module's import
     from .local_model import LocalModel
 
     local = LocalModel(cfg.model.path, device=cfg.device)
@@ -102,10 +107,10 @@ def run_checkpoint(cfg, options: EvalOptions, path: Path, pending: list[int], pr
     return {}
 
 
-def make_client(cfg, options: EvalOptions) -> ChatClient:
+def make_client(cfg, options: EvalArgs) -> ChatClient:
     try:
         return ChatClient(options.base_url, options.model, api_key_env=options.api_key_env, timeout=options.timeout,
-                          max_retries=options.max_retries, backoff=options.backoff, max_wait=options.max_wait,
+                          max_retries=options.retry.max, backoff=options.retry.backoff, max_wait=options.retry.max_wait,
                           max_tokens=options.max_tokens, max_tokens_field=options.max_tokens_field,
                           temperature=float(cfg.eval.temperature) if options.sampling_params else None,
                           top_p=float(cfg.eval.top_p) if options.sampling_params else None,
@@ -144,7 +149,7 @@ class SerialEnv:
             return self.env.is_admissible(action)
 
 
-def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending: list[int],
+def run_chat(cfg, options: EvalArgs, client: ChatClient, path: Path, pending: list[int],
              progress: Progress) -> dict[int, str]:
     """Episodes in a pool of `concurrency` threads; each episode's requests go one at a time,
     so at most `concurrency` requests are in flight. Returns {episode: failure message}."""
@@ -161,8 +166,8 @@ def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending:
         if options.paradigm == "sla":
             decide = lambda prompt: sla_turn(prompt, agent)  # noqa: E731
         else:
-            agents = [agent] * options.agents
-            decide = lambda prompt: debate_turn(prompt, agents, options.rounds, options.paradigm)  # noqa: E731
+            agents = [agent] * options.debate.agents
+            decide = lambda prompt: debate_turn(prompt, agents, options.debate.rounds, options.paradigm)  # noqa: E731
         turn_log = TurnLog(path, index)
         record = play_chat_episode(local.env, index, eval_seed(index), decide, history_length=cfg.env.history_length,
                                    template=cfg.model.prompt_template, keep_debate=options.paradigm != "sla",
@@ -188,7 +193,7 @@ def run_chat(cfg, options: EvalOptions, client: ChatClient, path: Path, pending:
     return failures
 
 
-def build_eval_summary(cfg, options: EvalOptions, records: list[dict], wall_seconds: float) -> dict:
+def build_eval_summary(cfg, options: EvalArgs, records: list[dict], wall_seconds: float) -> dict:
     """summary.json of an eval run: the training summary's fields that apply (docs/design.md,
     Run folder: final_eval_success, n_eval) plus what an eval measures."""
     n, sums = len(records), totals(records)
@@ -212,7 +217,7 @@ def build_eval_summary(cfg, options: EvalOptions, records: list[dict], wall_seco
     }
 
 
-def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
+def write_config(run: RunFolder, cfg, options: EvalArgs) -> None:
     """config.yaml: the resolved run config plus an `evaluation` block. Refuses (exit 2) a
     folder that holds an eval of another config, so cached episodes never mix."""
     ident = eval_id(cfg, options)
@@ -229,7 +234,7 @@ def write_config(run: RunFolder, cfg, options: EvalOptions) -> None:
                                f"file(s) (e.g. episodes/{foreign[0]}) that do not name this eval ({ident}): no proof "
                                "they are its episodes; choose another out= or move that folder away")
     plain = to_plain(cfg)
-    plain["evaluation"] = {**options.public(), "eval_id": ident}
+    plain["evaluation"] = {**recorded(options), "eval_id": ident}
     atomic_write_text(run.config_file, yaml.safe_dump(plain, sort_keys=False))
 
 
@@ -240,7 +245,7 @@ def eval_summary(run: RunFolder) -> Optional[dict]:
     return summary if summary is not None and summary.get("kind") == "eval" else None
 
 
-def already_done(cfg, options: EvalOptions, run: RunFolder) -> bool:
+def already_done(cfg, options: EvalArgs, run: RunFolder) -> bool:
     """True when `run`'s summary.json is this eval's: the same eval id, n and first episode."""
     done = eval_summary(run)
     return bool(done and done.get("n_eval") == int(cfg.eval.n) and done.get("first_episode") == int(cfg.seed)
@@ -256,7 +261,7 @@ def set_aside_stale_summary(run: RunFolder) -> None:
         os.replace(run.summary_file, target)
 
 
-def set_aside_malformed(run: RunFolder, options: EvalOptions, played: list[int], log: Callable) -> int:
+def set_aside_malformed(run: RunFolder, options: EvalArgs, played: list[int], log: Callable) -> int:
     """Every reply of this run was malformed: the episodes played with them (complete or
     partial) move to episodes.malformed-<time>/, error.txt names the cause; exit 1."""
     target = run.path / f"{EPISODES_DIR}.malformed-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -273,29 +278,27 @@ def set_aside_malformed(run: RunFolder, options: EvalOptions, played: list[int],
     return EXIT_FAILED
 
 
-def eval_main(args: dict, log: Callable = print) -> int:
-    """`arena eval` of one policy (module docstring); args is the parsed key=value dict.
-    `arena eval sweep=NAME` goes through arena.evaluation.entry, which calls this per cell."""
-    if "min_effect" in args:
+def eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
+    """`arena eval` of one policy (module docstring); `parsed`: EvalArgs, the keys given, and the
+    run config keys. `arena eval sweep=NAME` goes through arena.evaluation.entry, which calls
+    this per cell."""
+    if "min_effect" in parsed.given:
         print("arena eval: min_effect= compares a sweep's arms; it needs sweep=NAME", file=sys.stderr)
         return EXIT_BAD_INPUT
-    args = {k: v for k, v in args.items() if k != "sweep"}
     t0, client = time.time(), None
     try:
-        cfg, options = prepare(args)
+        cfg, options = prepare(parsed)
         client = make_client(cfg, options) if options.policy == "openai" else None  # checks the key variable
         run = RunFolder(eval_dir(cfg, options))
         run.path.mkdir(parents=True, exist_ok=True)
         write_config(run, cfg, options)
-    except BadEvalInput as exc:
+    except BadArgument as exc:  # BadEvalInput, or EvalArgs.checked's
         print(f"arena eval: {exc}", file=sys.stderr)
         if client is not None:
             client.close()
         return EXIT_BAD_INPUT
-    from arena.runs.run_log import recording
-
     try:
-        with CellLock(run.path) as held:  # the lock a sweep cell's job takes (arena/sweeps/ledger.py)
+        with CellLock(run.path) as held:  # the lock a sweep cell's job takes (arena/runs/lock.py)
             if not held:
                 log(f"[eval] another arena eval is running this eval in {run.path} (its lock is held): it pays for "
                     "these episodes; rerun this command after it ends to read its result")
@@ -310,7 +313,7 @@ def eval_main(args: dict, log: Callable = print) -> int:
             client.close()
 
 
-def play_eval(cfg, options: EvalOptions, client, run: RunFolder, t0: float, log: Callable) -> int:
+def play_eval(cfg, options: EvalArgs, client, run: RunFolder, t0: float, log: Callable) -> int:
     """The body of eval_main, run while this process holds the eval folder's lock and the eval is
     not already done."""
     ident = eval_id(cfg, options)

@@ -123,6 +123,7 @@ def build_app(local, served_name: str, *, default_max_tokens: int = DEFAULT_MAX_
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
 
+    # lazy: keeps tokenizers, torch, transformers out of this module's import
     from arena.lm.sampler import DecodeStopped
 
     app = FastAPI(title="arena serve")
@@ -202,6 +203,7 @@ def _positive(o: dict, key: str, kind: type) -> None:
     value = o[key]
     ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
     if value is not None and not (ok and math.isfinite(value) and value > 0):
+        # lazy: keeps omegaconf out of this module's import
         from .options import BadEvalInput
 
         raise BadEvalInput(f"{key}={value!r}: expected {'a finite number' if kind is float else 'an integer'} > 0")
@@ -209,6 +211,7 @@ def _positive(o: dict, key: str, kind: type) -> None:
 
 def serve_folder(o: dict) -> Path:
     """The model folder model.path names: itself, or a run folder's final policy (options.checkpoint_dir)."""
+    # lazy: keeps omegaconf out of this module's import
     from .options import checkpoint_dir
 
     return checkpoint_dir(str(o["model.path"]))
@@ -216,8 +219,10 @@ def serve_folder(o: dict) -> Path:
 
 def check_serve_args(args: dict) -> dict:
     """The serve keys with defaults filled in; BadEvalInput names a bad one and its valid values."""
+    # lazy: keeps omegaconf out of this module's import
     from arena.config.args import unknown_key_message
 
+    # lazy: keeps omegaconf out of this module's import
     from .options import SERVE_DEFAULTS, SERVE_DEVICES, BadEvalInput
 
     unknown = sorted(set(args) - set(SERVE_DEFAULTS))
@@ -239,6 +244,7 @@ def check_serve_args(args: dict) -> dict:
 
 def serve_main(args: dict, log=print) -> int:
     """`arena serve` (module docstring). Returns 2 on bad input, after printing why."""
+    # lazy: keeps omegaconf out of this module's import
     from .options import BadEvalInput
 
     try:
@@ -246,7 +252,7 @@ def serve_main(args: dict, log=print) -> int:
     except BadEvalInput as exc:
         print(f"arena serve: {exc}", file=sys.stderr)
         return 2
-    from .local_model import LocalModel  # torch and transformers: only once the input is valid
+    from .local_model import LocalModel  # lazy: torch and transformers, only once the input is valid
 
     path = serve_folder(o).resolve()
     local = LocalModel(str(path), device=str(o["device"]))

@@ -18,36 +18,40 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from arena.runs.layout import CONFIG_FILE
+from arena.config.verb_args import EvalArgs, Parsed
+from arena.runs.layout import CONFIG_FILE, Results, SUMMARY_FILE
+from arena.runs.manifest import read_manifest
+
+from .options import eval_dir
 
 POINTS = 100.0
 CELL_ENV_KEYS = ("history_length", "max_new_tokens", "penalty_coef")  # env.* leaves an eval must share with the cell
 
 
-def cell_eval_args(cell_folder: Path, label: str, shared: dict) -> dict:
-    """The `arena eval` keys that evaluate the final policy of the run in `cell_folder` on its own
-    environment (from its config.yaml), plus the keys `shared` by every cell (n, seed, ...)."""
+def cell_eval_args(cell_folder: Path, label: str, shared: Parsed[EvalArgs]) -> Parsed[EvalArgs]:
+    """The `arena eval` of the final policy of the run in `cell_folder` on its own environment
+    (from its config.yaml), labelled `label`, with the keys `shared` by every cell (n, seed, ...;
+    not sweep= nor min_effect=, which are the sweep's)."""
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.to_container(OmegaConf.load(cell_folder / CONFIG_FILE), resolve=True)
     env = cfg["env"]
-    args = {"model.path": str(cell_folder), "env": env["name"], "budget": cfg["budget"], "label": label,
-            "model.prompt_template": cfg["model"]["prompt_template"]}
-    args.update({f"env.{key}": env[key] for key in CELL_ENV_KEYS if key in env})
-    args.update({f"env.kwargs.{key}": value for key, value in (env.get("kwargs") or {}).items()})
-    return {**args, **shared}
+    run = {"model.path": str(cell_folder), "env": env["name"], "budget": cfg["budget"],
+           "model.prompt_template": cfg["model"]["prompt_template"]}
+    run.update({f"env.{key}": env[key] for key in CELL_ENV_KEYS if key in env})
+    run.update({f"env.kwargs.{key}": value for key, value in (env.get("kwargs") or {}).items()})
+    return Parsed(replace(shared.args, label=label, sweep=None), (shared.given - {"sweep", "min_effect"}) | {"label"},
+                  {**run, **shared.overrides})
 
 
 def finished_cells(results_dir: str, name: str) -> tuple[list[dict], list[dict]]:
     """(finished report cells, unfinished ones) of sweep `name`, in manifest order; ValueError
     naming the sweeps that exist when there is no such sweep."""
-    from arena.runs.layout import SUMMARY_FILE, Results
-    from arena.runs.manifest import read_manifest
-
     cells = [c for c in read_manifest(results_dir, name)["cells"] if c["role"] == "report"]
     done = [c for c in cells if (Results(results_dir).cell(name, c["cell_id"]) / SUMMARY_FILE).exists()]
     return done, [c for c in cells if c not in done]
@@ -57,6 +61,7 @@ def arm_comparison(success: dict[tuple[str, str, int], float], arms: list[str], 
                    min_effect: float) -> list[str]:
     """Markdown rows: each arm vs the baseline on the paired seeds (module docstring), verdicts
     from compare_family (Holm over the arms)."""
+    # lazy: keeps numpy, pandas, scipy, torch out of this module's import
     from arena.analysis.verdicts import compare_family
 
     envs = sorted({env for _, env, _ in success})
@@ -83,22 +88,18 @@ def arm_comparison(success: dict[tuple[str, str, int], float], arms: list[str], 
     return rows
 
 
-def sweep_eval_main(args: dict, log: Callable = print) -> int:
-    """Evaluate every finished report cell of sweep `args['sweep']` (module docstring)."""
+def sweep_eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
+    """Evaluate every finished report cell of sweep `parsed.args.sweep` (module docstring)."""
     import sys
 
+    # lazy: keeps httpx, numpy, pandas, scipy, tenacity, torch, yaml out of this module's import
     from arena.analysis.table_data import baseline_arm
-    from arena.analysis.verdicts import MIN_EFFECT
-    from arena.runs.layout import Results
-    from arena.runs.manifest import read_manifest
-
     from .runner import eval_main
 
-    shared = dict(args)
-    name, results_dir = str(shared.pop("sweep")), str(shared.get("results_dir", "results"))
-    min_effect = float(shared.pop("min_effect", MIN_EFFECT))
+    name, results_dir = str(parsed.args.sweep), str(parsed.overrides.get("results_dir", "results"))
+    min_effect = float(parsed.args.min_effect)
     for key in ("model.path", "env", "label", "out", "policy"):
-        if key in shared:
+        if key in parsed.given or key in parsed.overrides:
             print(f"arena eval: {key}= comes from each cell with sweep=NAME; valid with sweep=: n, seed, "
                   "results_dir, min_effect and the other eval keys (concurrency, chunk, eval.temperature, ...)",
                   file=sys.stderr)
@@ -122,7 +123,7 @@ def sweep_eval_main(args: dict, log: Callable = print) -> int:
         label = f"{name}/{arm}/{env}/s{seed}"
         log(f"[eval] sweep {name}: cell {i}/{len(done)} {label}")
         folder = Results(results_dir).cell(name, cell["cell_id"])
-        rc, summary = run_cell_eval(eval_main, cell_eval_args(folder, label, shared), log)
+        rc, summary = run_cell_eval(eval_main, cell_eval_args(folder, label, parsed), log)
         if rc != EXIT_OK:
             failed.append(label)
             if rc == EXIT_BAD_INPUT:
@@ -141,16 +142,14 @@ def sweep_eval_main(args: dict, log: Callable = print) -> int:
     return EXIT_OK
 
 
-def run_cell_eval(eval_main: Callable, args: dict, log: Callable) -> tuple[int, dict]:
+def run_cell_eval(eval_main: Callable, args: Parsed[EvalArgs], log: Callable) -> tuple[int, dict]:
     """(exit code, the eval's summary.json, {} unless it finished) of one cell's eval; the folder
     is the one eval_main wrote: options.eval_dir of the same keys."""
-    from arena.runs.layout import SUMMARY_FILE
-
-    from .options import eval_dir
+    # lazy: keeps httpx, numpy, tenacity, torch, yaml out of this module's import
     from .runner import prepare
 
     rc = eval_main(args, log)
     if rc != EXIT_OK:
         return rc, {}
-    cfg, options = prepare(dict(args))
+    cfg, options = prepare(args)
     return rc, json.loads((eval_dir(cfg, options) / SUMMARY_FILE).read_text())

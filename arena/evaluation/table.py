@@ -16,9 +16,12 @@ import json
 from pathlib import Path
 from typing import Iterable, Union
 
+from arena.cli_errors import EXIT_OK, print_bad_input
+from arena.config.verb_args import Parsed
+from arena.io.atomic import atomic_write_text
 from arena.runs.layout import SUMMARY_FILE, Results
 
-from .episodes import success_ci
+from .episodes import load_cached, success_ci
 
 PathLike = Union[str, Path]
 
@@ -59,8 +62,6 @@ def run_episodes(run: Path, summary: dict) -> dict:
     """{episode key: (won 0/1, tokens)} of one finished eval: its episode records of its eval id
     in its range [first_episode, first_episode + n_eval); a run without records (older arena)
     gives n_eval entries keyed by the run, from its summary's rate and mean tokens."""
-    from .episodes import load_cached
-
     n, first = int(summary["n_eval"]), summary.get("first_episode")
     records = load_cached(run, summary.get("eval_id")) if summary.get("eval_id") else {}
     wanted = range(int(first), int(first) + n) if first is not None else range(0)
@@ -93,7 +94,18 @@ def eval_table(run_dirs: Iterable[PathLike]) -> str:
 
 def write_eval_table(results_dir: PathLike, out: PathLike) -> Path:
     """Write the table of every eval under `<results_dir>/evals/` to `out` (markdown)."""
-    from arena.runs import atomic_write_text
-
     atomic_write_text(out, eval_table(find_eval_runs(results_dir)))
     return Path(out)
+
+
+def report_main(parsed: Parsed) -> int:
+    """`arena report evals=true [results_dir=...]` (the report verb's keys, parsed by the CLI):
+    write `<results_dir>/evals/report.md` and print it; exit 0, or 2 when another key is given."""
+    extra = parsed.given - {"evals", "results_dir"}
+    if extra:
+        return print_bad_input("report", f"evals=true takes only results_dir; got {', '.join(sorted(extra))}")
+    results = Results(str(parsed.args.results_dir))
+    out = write_eval_table(results.root, results.eval_table)
+    print(out.read_text())
+    print(f"[report] written to {out}")
+    return EXIT_OK

@@ -9,7 +9,7 @@ copies' backward then sums the G copies' gradients. torch's SDPA reads the group
 (`enable_gqa=True`), on the same CPU flash kernel, with or without a mask. On other devices
 this is HF's "sdpa" as is: there a mask with grouped heads sends SDPA to its slower math kernel.
 
-Equality (tests/embedded/test_attention.py): the forward runs the same kernel on the same numbers
+Equality (tests/lm/test_attention.py): the forward runs the same kernel on the same numbers
 per query head, so logits are bit-identical to "sdpa"; in the backward the kernel sums a key/value
 head's G query heads' gradients in its own order, so gradients equal "sdpa"'s up to float rounding.
 Speed: docs/design.md, "The step's log-probs and update" (the RL step and BC, benchmarks/).

@@ -2,7 +2,7 @@
 
 `<ckpt>/state.pt` is written to a temp file, fsynced, and replaced in one os.replace (then the
 folder is fsynced), so a kill or a crash mid-write leaves the previous checkpoint intact
-(arena.runs.atomic; docs/design.md, Run folder)."""
+(arena.io.atomic; docs/design.md, Run folder)."""
 from __future__ import annotations
 
 import random
@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from arena.runs.atomic import atomic_write_with
+from arena.io.atomic import atomic_write_with
 
 STATE_FILE = "state.pt"
 

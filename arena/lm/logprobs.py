@@ -10,7 +10,7 @@ the same states). The model then runs each distinct prompt once, keeps its keys 
 on top. A response token attends to the same keys and values either way and positions count real
 tokens in both, so every logit is the one-pass logit up to float rounding; under grad mode the
 copies' backward (index_select's) sums the rows' gradients into the shared prompt, which is the
-one-pass gradient too (tests/embedded/test_shared_prompts.py).
+one-pass gradient too (tests/lm/test_shared_prompts.py).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def padding_bounds(prompt_mask: torch.Tensor, response_mask: torch.Tensor) -> tu
 def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask):
     """Drop the columns that are padding in every row (`padding_bounds`). Position ids count real
     tokens and padding is masked out of attention, so log-probs are unchanged up to float
-    rounding (tests/embedded/test_bc.py, tests/embedded/test_micro_batches.py)."""
+    rounding (tests/bc/test_bc.py, tests/embedded/test_micro_batches.py)."""
     first, last = padding_bounds(prompt_mask, response_mask)
     return (prompt_ids[:, first:], prompt_mask[:, first:],  # [b, P'] x2
             response_ids[:, :last], response_mask[:, :last])  # [b, T'] x2

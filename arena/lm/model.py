@@ -1,4 +1,4 @@
-"""The embedded backend's policy model: a Qwen3 causal LM built from a config.
+"""The policy model every backend, BC and evaluation share: a Qwen3 causal LM built from a config.
 
 `build_model` makes a fresh, seeded Qwen3ForCausalLM of a named size (no download);
 `load_model` loads any local HF checkpoint (model + tokenizer), so a user with Qwen3 weights
@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+from arena.io.atomic import atomic_write_dir
 
 from .attention import ATTENTION
 from .linear_kernel import LINEAR_KERNEL, set_linear_kernel
@@ -113,6 +115,7 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
                linear_kernel: str = LINEAR_KERNEL):
     """(model, tokenizer) from a local HF checkpoint folder; nothing is downloaded. A run folder
     means its final policy (arena.runs.policy.policy_folder; NoPolicy when it has none)."""
+    # lazy: keeps omegaconf out of this module's import
     from arena.runs.policy import policy_folder
 
     path = policy_folder(path)
@@ -126,11 +129,9 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", attn_implementat
 
 
 def save_checkpoint(model, tokenizer, path: str | os.PathLike) -> Path:
-    """Write model + tokenizer to `path` atomically (arena.runs.atomic.atomic_write_dir: a temp
+    """Write model + tokenizer to `path` atomically (arena.io.atomic.atomic_write_dir: a temp
     folder beside it with the modes a plain mkdir/open would give, so a lab's shared BC cache is
     readable, fsynced, then renamed). An existing checkpoint at `path` is replaced."""
-    from arena.runs.atomic import atomic_write_dir
-
     def fill(folder: Path) -> None:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)

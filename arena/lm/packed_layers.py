@@ -20,7 +20,7 @@ packed once per `sample_tokens` call (the weights change between calls, during t
 and the products run on oneDNN without the autograd function (linear_kernel.inference_linear) when the
 model's layers do. Every element is the same sum of the same products as through the modules, with each
 norm weight multiplied into W rather than into x_hat; that and a packed product's kernel blocking
-round differently, so the logits agree up to float rounding (tests/embedded/test_packed_layers.py).
+round differently, so the logits agree up to float rounding (tests/lm/test_packed_layers.py).
 RMSNorm is torch's `F.rms_norm`, bit-identical to HF's Qwen3RMSNorm in float32; the roll form of RoPE
 is bit-identical to HF's rotate_half form.
 """

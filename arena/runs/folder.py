@@ -28,14 +28,14 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from omegaconf import OmegaConf
 
 from arena.config import cell_id
+from arena.io.atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
+from arena.io.faults import crash_point
 
-from .atomic import append_text, atomic_write_json, atomic_write_text, fsync_dir
-from .faults import crash_point
 from .layout import (CKPT_DIR, CONFIG_FILE, ERROR_FILE, EVAL_WINS_DIR, METRICS_FILE, SUMMARY_FIELDS_BY_KIND,
                      SUMMARY_FILE, SUMMARY_STATUSES, policy_dir, step_policy_dir)
 
@@ -141,6 +141,21 @@ class RunFolder:
     def create(self) -> "RunFolder":
         self.ckpt.mkdir(parents=True, exist_ok=True)
         return self
+
+    def start(self, log: Callable[[str], Any] = print) -> bool:
+        """The run start of both backends (docs/design.md, Run folder), once the config is known
+        to train here: an unreadable summary.json is set aside (no proof: the run goes again,
+        from its checkpoint) and `log` says so; True when the run is done already (a valid
+        summary.json: `log` says so, and the caller trains nothing), else False. It makes no
+        folder: a start that fails after it (verl: no GPU here) leaves none behind where there
+        was none; the first write makes it (`create`)."""
+        aside = self.set_aside_summary()
+        if aside is not None:
+            log(f"[train] {self.summary_file.name} was unreadable; kept as {aside.name}, running the cell again")
+        if self.done:
+            log(f"[train] already done: {self.summary_file}")
+            return True
+        return False
 
     def step_policy(self, step: int) -> Path:
         """The HF folder of the policy saved at `step` (<run>/steps/<step>)."""

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Optional
 
-from .atomic import atomic_write_dir
+from arena.io.atomic import atomic_write_dir
 from .layout import (CONFIG_FILE, HF_CONFIG_FILE, METRICS_FILE, POLICY_DIR, STEPS_DIR, SUMMARY_FILE, policy_dir,
                      step_policy_dir)
 

@@ -9,6 +9,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from arena.env_vars import active_test_hooks
+
 PACKAGES = ("arena", "torch", "transformers", "verl", "numpy")
 
 
@@ -56,8 +58,6 @@ def provenance() -> dict:
         sha, dirty = _PINNED
     else:
         sha, dirty = git_state()
-    from arena.env_vars import active_test_hooks
-
     return {
         "test_hooks": active_test_hooks(),  # {} in a real run (arena/env_vars.py)
         "git_sha": sha,

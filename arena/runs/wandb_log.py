@@ -13,11 +13,13 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
+from arena.config import resolve_po
+
+from .layout import Results
+
 
 def flat_config(cfg) -> dict[str, Any]:
     """Flat dotted keys of the resolved config, with the resolved `po.*` in place of `po`."""
-    from arena.config import resolve_po
-
     out: dict[str, Any] = {}
 
     def walk(node, prefix: str) -> None:
@@ -39,8 +41,6 @@ def wandb_run_id(cfg, cell: str, run_dir: Path) -> str:
     cell (its folder is <results_dir>/sweeps/<name>/cells/<cell>, arena.runs.layout.Results.cell),
     else "train:<run folder>" (`arena train`, also with name=). A resume (same sweep and cell, or
     the same run folder) gets the same id; nothing else shares it."""
-    from .layout import Results
-
     folder = Path(run_dir).resolve()
     in_sweep = bool(cfg.name) and folder == Results.of(cfg).cell(str(cfg.name), cell)
     scope = f"sweep:{cfg.name}" if in_sweep else f"train:{folder}"

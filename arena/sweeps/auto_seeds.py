@@ -58,6 +58,7 @@ class AutoSeeds:
 
     @property
     def alpha(self) -> float:
+        # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
         from arena.analysis.verdicts import ALPHA
 
         return ALPHA
@@ -83,6 +84,7 @@ def parse_auto(seeds: Any, max_seeds: Any, min_effect: Any) -> Optional[AutoSeed
             raise ValueError(f"{' and '.join(extra)} appl{'y' if len(extra) > 1 else 'ies'} only with seeds=auto; valid: seeds=auto "
                              f"{' '.join(f'{k}=...' for k in extra)}, or a fixed seeds=N / seeds=[...] without them")
         return None
+    # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
     from arena.analysis.verdicts import MIN_EFFECT
 
     max_seeds = DEFAULT_MAX_SEEDS if max_seeds is None else max_seeds

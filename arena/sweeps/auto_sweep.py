@@ -23,6 +23,7 @@ POINTS = 100.0
 def baseline_of(plan: SweepPlan) -> Optional[str]:
     """The arm the others are compared with: the report's default (the arm named grpo, else the
     first arm running preset grpo unchanged; arena.analysis.table_data.baseline_arm)."""
+    # lazy: keeps pandas, scipy, torch out of this module's import
     from arena.analysis.table_data import baseline_arm
 
     rows = [c.manifest_row() for c in plan.worst_case]

@@ -8,18 +8,21 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_bad_input  # noqa: F401
-from arena.config.verb_args import Parsed
-from arena.runs.layout import ERROR_FILE
+from arena.config.verb_args import Parsed, SearchArgs, StatusArgs, SweepArgs, parse_args, parse_overrides, parse_own_args
+from arena.runs.layout import ERROR_FILE, check_name
+
+from .driver_lock import SweepBusy
+from .run_overrides import launcher_missing
+from .status import print_summary, status_lines
 
 _bad = print_bad_input
 
 
 def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
-    from .status import print_summary
-
     failed = sorted(cid for cid, state in outcome.items() if state != "done")
     print_summary(plan.results.root, plan.name, log=log)
     if plan.auto is not None:
+        # lazy: keeps numpy, yaml out of this module's import
         from .auto_sweep import summary_lines
 
         for line in summary_lines(plan):
@@ -37,6 +40,7 @@ def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
     """`arena sweep dimension=NAME [env=...] [seeds=N|[...]|auto [max_seeds=N] [min_effect=P]] [launcher=...]
     [fail_fast=true] [dry_run=true] key=value...` (the keys: arena.config.verb_args.SweepArgs;
     `--dry-run` is dry_run=true: print the plan, write and launch nothing)."""
+    # lazy: keeps numpy, yaml out of this module's import
     from .sweep import build_plan, execute
 
     try:
@@ -44,17 +48,18 @@ def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
     except ValueError as exc:
         return _bad("sweep", exc)
     if plan.superseded:
+        # lazy: keeps numpy, yaml out of this module's import
         from .sweep import superseded_note
 
         log(superseded_note(plan, plan.superseded))
     if options.dry_run:
+        # lazy: keeps yaml out of this module's import
         from .dry_run import print_plan
 
         print_plan(plan, options, log=log)
         return EXIT_OK
+    # lazy: keeps submitit out of this module's import
     from .launchers import launcher_config
-    from .run_overrides import launcher_missing
-
     missing = launcher_missing(launcher_config(options.launcher)["kind"])
     if missing:  # before the manifest is written
         return _bad("sweep", missing)
@@ -65,8 +70,6 @@ def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
         log(f"[sweep] {plan.name}: seeds=auto, {len(plan.cells)} cells so far ({len(plan.arms)} arms x "
             f"{len(plan.envs)} envs, {plan.auto.first} seeds first, then one per round to the unresolved arms, "
             f"at most {plan.auto.max_seeds}: {len(plan.worst_case)} cells) -> {plan.sweep_dir}")
-    from .driver_lock import SweepBusy
-
     try:
         outcome = execute(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
     except SweepBusy as exc:
@@ -81,7 +84,7 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
     arena.config.verb_args.SearchArgs)."""
     import dataclasses
 
-    from arena.config.verb_args import SearchArgs, SweepArgs, parse_args, parse_overrides
+    # lazy: keeps torch out of this module's import
     from arena.po.methods import METHODS
 
     try:
@@ -96,6 +99,7 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
         return _bad("search", ValueError(f"method={method!r}: valid methods: {', '.join(METHODS)}"))
     if refused:
         return _bad("search", ValueError("takes method=NAME, not dimension= or grid="))
+    # lazy: keeps numpy, yaml out of this module's import
     from .sweep import budget_of
 
     shared = {f.name: getattr(search, f.name) for f in dataclasses.fields(SweepArgs) if hasattr(search, f.name)}
@@ -109,11 +113,6 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
 def status_main(args: list[str], log: Callable = print) -> int:
     """`arena status name=NAME [results_dir=...]`: the sweep's state from disk alone (the keys:
     arena.config.verb_args.StatusArgs)."""
-    from arena.config.verb_args import StatusArgs, parse_own_args
-    from arena.runs.layout import check_name
-
-    from .status import status_lines
-
     try:
         parsed = parse_own_args(StatusArgs, args)  # status takes its own keys only
         if parsed.args.name is None:

@@ -21,7 +21,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from arena.config import load_config
-from arena.config.load import GROUPS, OPEN_NAMESPACES
+from arena.config.load import GROUPS, OPEN_NAMESPACES, validate
 
 from .grids import override_strings
 
@@ -40,8 +40,6 @@ def fast_config(base: DictConfig, overrides: dict[str, Any]) -> Optional[DictCon
     load_config; None when the overrides need a full composition (or are bad)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from arena.config.load import validate
 
     if any(str(key).lstrip("+~") in GROUPS for key in overrides):
         return None

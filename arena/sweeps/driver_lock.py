@@ -6,7 +6,7 @@ live (the shared lock is held) and the manifest on disk lists other report cells
 other envs or seeds, or another config of the same cells: other cell ids, under the same name), rewriting it would hide that driver's cells from the
 report and from `arena status` once they finish: the command exits 2 instead. Identical commands
 (the same report cells) may run at once: each cell is still run once (the cell lock,
-arena/sweeps/ledger.py). flock is per host: drivers of one sweep on two hosts are not seen.
+arena/runs/lock.py). flock is per host: drivers of one sweep on two hosts are not seen.
 """
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import fcntl
 from contextlib import contextmanager
 from typing import Iterator
 
+from arena.runs.lock import file_lock_is_held
 from arena.runs.manifest import report_cells_on_disk, report_key
-
-from .ledger import file_lock_is_held
 
 
 class SweepBusy(ValueError):

@@ -41,11 +41,13 @@ from typing import Callable, Optional
 
 import yaml
 
+from arena.bc.key import bc_hash
 from arena.runs.layout import CONFIG_FILE, SUMMARY_FILE, Results
 
 from .ledger import DONE, cell_state
 from .plan import SweepPlan, first_use_notices
-from .twins import twins_to_copy
+from .search import search_points
+from .twins import code_identity, twins_to_copy
 
 SECONDS_PER_EPISODE = 0.054  # Sokoban's; the constant of an env without its own
 ENV_SECONDS_PER_EPISODE = {"sokoban": SECONDS_PER_EPISODE, "household": 0.139, "shop": 0.14}
@@ -102,8 +104,6 @@ def bc_seconds(cfgs: list) -> tuple[float, int]:
     """(seconds of the BC stage's checkpoints not cached, summed, and how many of them): each
     from its cached siblings in `cfgs` (same env; bc.json's seconds), else the env's per-step
     constant x bc.steps."""
-    from arena.bc.key import bc_hash
-
     took: dict[str, list[float]] = {}
     todo = []
     for cfg in cfgs:
@@ -125,8 +125,6 @@ def search_cells(plan: SweepPlan) -> int:
     first/best: every point, the worst case) x the search seeds."""
     if not plan.cells or not plan.cells[0].cfg.search.enabled:
         return 0
-    from .search import search_points
-
     search = plan.cells[0].cfg.search
     n = 0
     for arm in plan.arms:
@@ -141,6 +139,7 @@ def _duration(seconds: float) -> str:
 
 
 def plan_lines(plan: SweepPlan, options) -> list[str]:
+    # lazy: keeps numpy, submitit out of this module's import
     from .launchers import launcher_config
     from .sweep import bc_configs
 
@@ -186,9 +185,8 @@ COPY_OF = "copy of "
 
 def identity() -> dict:
     """This driver's code identity (twins.code_identity): its git state, versions and test hooks."""
+    # lazy: keeps submitit out of this module's import
     from .runner import provenance_env
-    from .twins import code_identity
-
     return code_identity(provenance_env())
 
 

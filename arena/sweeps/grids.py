@@ -83,6 +83,7 @@ def _arm_lines(node) -> list[int]:
 
 def validate_arms(arms: Any, *, source: str = "grid", lines: list[int] | None = None) -> list[dict[str, Any]]:
     """Arms with safe (path-part), unique string names; ValueError naming source:line."""
+    # lazy: keeps omegaconf out of this module's import
     from arena.runs.layout import check_name
 
     if not isinstance(arms, list) or not arms:
@@ -123,6 +124,7 @@ def parse_seeds(value: Any) -> list[int]:
 def parse_envs(value: Any) -> list[str]:
     """`sokoban` -> ['sokoban']; `[sokoban, alfworld]` -> both."""
     if isinstance(value, str) and "," in value:  # `envs=sokoban,shop`: Hydra's multirun syntax
+        # lazy: keeps omegaconf out of this module's import
         from arena.config.args import comma_list_message
 
         raise ValueError(comma_list_message("env", value))

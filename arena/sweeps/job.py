@@ -14,12 +14,14 @@ from typing import Callable, Optional
 
 from omegaconf import OmegaConf
 
+from arena import malloc_tuning
 from arena.backends import backend_of
 from arena.runs.folder import RunFolder
 from arena.runs.layout import SUMMARY_FILE
+from arena.runs.lock import CellLock
 from arena.runs.run_log import recording
 
-from .ledger import BUSY, DONE, FAILED, CellLock
+from .ledger import BUSY, DONE, FAILED
 
 
 def default_train_fn(cfg) -> int:
@@ -38,6 +40,7 @@ def default_train_fn(cfg) -> int:
 
 
 def default_bc_fn(cfg):
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import ensure_bc_checkpoint
 
     return ensure_bc_checkpoint(cfg)
@@ -49,10 +52,8 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
     torch reads OMP_NUM_THREADS when it is first imported (by the train fn), so the job itself
     doesn't import torch (~2-3 s); only a torch imported already gets set_num_threads. The
     driver's glibc malloc settings are set again here (arena/malloc_tuning.py), as in every verb."""
-    from arena.malloc_tuning import tune_malloc
-
     os.environ.update(env)
-    tune_malloc()
+    malloc_tuning.tune_malloc()
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)
         os.environ["MKL_NUM_THREADS"] = str(threads)

@@ -28,6 +28,7 @@ from submitit.slurm.slurm import SlurmJobEnvironment
 
 from arena.config.launchers import (KEYS, KINDS, check_launcher_keys, launcher_config,  # noqa: F401 (re-exported)
                                     launcher_names)
+import arena
 
 # The launcher files themselves (names, kinds, keys) are arena.config.launchers'.
 # launcher YAML key -> submitit AutoExecutor parameter (SLURM).
@@ -101,8 +102,6 @@ def snapshot_code(dest: Path) -> Path:
     Jobs run with `dest` as their working directory and first PYTHONPATH entry, so they import
     this copy, not the live tree (which the user may edit while jobs wait in the queue).
     """
-    import arena
-
     dest = Path(dest).resolve()
     source = Path(arena.__file__).resolve().parent
     shutil.copytree(source, dest / "arena", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

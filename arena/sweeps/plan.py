@@ -13,10 +13,12 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from arena.backends import check_trainable
-from arena.config import cell_id
-from arena.runs import atomic_write_json
+from arena.config import cell_id, config_dir, to_plain
+from arena.envs import first_use_notice
+from arena.io.atomic import atomic_write_json
 from arena.runs.layout import Results
 
+from .compose import arm_config
 from .grids import arm_overrides, override_strings
 
 REPORT, SEARCH = "report", "search"
@@ -84,10 +86,6 @@ def base_config(common: list[str], overrides: dict[str, Any], env: str) -> DictC
     Hydra composes once per (env, common); an arm's value overrides are applied to a copy of
     that (compose.py: Hydra's compose costs ~0.2 s). Raises BadConfig (a ValueError) listing
     the valid choices."""
-    from arena.config import config_dir
-
-    from .compose import arm_config
-
     key = (str(config_dir()), f"env={env}", *common, *override_strings(overrides))
     if key not in _COMPOSED:
         base = base_config(common, {}, env) if overrides else None  # Hydra composes this one
@@ -119,9 +117,6 @@ def make_cell(base: DictConfig, *, arm: str, env: str, seed: int, role: str, ove
 def first_use_notices(cells: list[Cell]) -> list[str]:
     """What the cells' environments will make on first use (arena.envs.first_use_notice), once
     per distinct environment config, in cell order."""
-    from arena.config import to_plain
-    from arena.envs import first_use_notice
-
     notices: list[str] = []
     for cell in cells:
         notice = first_use_notice(str(cell.cfg.env.name), **to_plain(cell.cfg.env.kwargs))

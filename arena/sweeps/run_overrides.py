@@ -7,7 +7,9 @@ from __future__ import annotations
 import shutil
 from typing import Any, Iterable, Optional
 
-from arena.config.args import GRID_README
+from arena.config.args import GRID_README, unknown_key_message
+from arena.config.load import OPEN_NAMESPACES, valid_keys
+from arena.config.verb_args import parse_overrides
 
 
 def check_run_overrides(run: list[str], arms: list[dict[str, Any]], sources: list[str], grid: str,
@@ -15,10 +17,6 @@ def check_run_overrides(run: list[str], arms: list[dict[str, Any]], sources: lis
     """ValueError for `seed=N` (each cell's seed comes from seeds=), for a key that an arm of
     the grid sets (`po.method=gspo` on a grid of methods: the arm's value would win), and for an
     unknown key, naming the close matches among the sweep's keys and the run config's."""
-    from arena.config.args import unknown_key_message
-    from arena.config.load import OPEN_NAMESPACES, valid_keys
-    from arena.config.verb_args import parse_overrides
-
     for arg, override in zip(run, parse_overrides(run)):
         key = override.key_or_group
         if key not in valid_keys() and not key.startswith((*OPEN_NAMESPACES, "hydra", "launcher.")):

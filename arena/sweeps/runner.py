@@ -5,7 +5,7 @@ waits for cells held by other live processes, and prints progress (done/running/
 With a `pool_dir` (the local launcher) the jobs are workers that each run many cells
 (pool.WorkerPool, worker.py); otherwise (debug, SLURM) each job runs one cell (OneJobPerCell).
 
-The driver holds no lock: each job locks its own cell (ledger.py), so a killed driver, or two
+The driver holds no lock: each job locks its own cell (arena/runs/lock.py), so a killed driver, or two
 drivers at once, never run a cell twice. A job that finds its cell busy returns "busy"; the
 driver then waits for that cell's summary.json or error.txt.
 """
@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from arena.runs import RunFolder
+from arena.runs import RunFolder, provenance
+from arena.runs.run_log import COMMAND_ENV, current_command
 
 from .driver import Progress, drive
 from .job import run_bc, run_cell
@@ -36,11 +37,7 @@ def wait_done(job, poll_s: float = 0.02) -> None:
 
 def provenance_env() -> dict[str, str]:
     """Recorded once by the driver at submit time; jobs read it (arena.runs.provenance)."""
-    from arena.runs.provenance import git_state
-
-    from arena.runs.run_log import COMMAND_ENV, current_command
-
-    sha, dirty = git_state()
+    sha, dirty = provenance.git_state()
     # the sweep's command line, which each cell's command.txt records (arena.runs.run_log)
     return {"ARENA_GIT_SHA": sha or "", "ARENA_GIT_DIRTY": "1" if dirty else "0", COMMAND_ENV: current_command()}
 

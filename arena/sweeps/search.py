@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Callable, Generator
 
 from arena.config import resolve_po
-from arena.runs import RunFolder, atomic_write_json
+from arena.io.atomic import atomic_write_json
+from arena.runs import RunFolder
 
 from .grids import arm_overrides
 from .plan import REPORT, SEARCH, Cell, SweepPlan, base_config, make_cell

@@ -83,6 +83,7 @@ def summary_metrics_mismatch(run: RunFolder) -> Optional[str]:
 def arm_summary_rows(results_dir: str | Path, name: str) -> list[dict]:
     """One row per (arm, env) of the report cells: done count, mean and sample sd of the final
     success over the done seeds (sd None with fewer than 2), stability."""
+    # lazy: keeps numpy, pandas, scipy, torch out of this module's import
     from arena.analysis.stats import mean_std
 
     manifest = read_manifest(results_dir, name)
@@ -125,6 +126,7 @@ def print_plain_table(results_dir: str | Path, name: str, log: Callable = print)
 def print_summary(results_dir: str | Path, name: str, log: Callable = print) -> None:
     """Write the sweep's report (tables, figures) and print its table. A report that can't be
     built (e.g. mixed git SHAs) falls back to the plain per-arm table, with the reason."""
+    # lazy: keeps numpy, pandas, scipy, torch out of this module's import
     from arena.analysis.report import print_summary_table, write_report
 
     results_dir = str(Path(results_dir).resolve())

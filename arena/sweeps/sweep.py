@@ -4,26 +4,32 @@ and print the table."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from arena.backends import backend_of
+from arena.bc.key import bc_hash
 from arena.config.verb_args import Parsed, SweepArgs, last_value, own_fields, parse_args, parse_overrides
+from arena.runs.folder import RunFolder
+from arena.runs.layout import Results, check_name
+from arena.runs.manifest import report_cells_on_disk, report_key
+from arena.runs.run_log import COMMAND_ENV
 
 from .auto_seeds import parse_auto
+from .auto_sweep import prepare, run_rounds
+from .driver_lock import sweep_driver_lock
 from .grids import available_dimensions, load_grid_located, parse_envs, parse_seeds
 from .plan import SweepPlan, expand, first_use_notices
+from .run_overrides import check_run_overrides
+from .search import search_then_report, validate_search
+from .twins import code_identity, copy_finished_twins
 
 
 @dataclass
-class SweepOptions:
-    launcher: str = "local"
-    fail_fast: bool = False
-    timeout_min: Optional[int] = None
-    progress_s: float = 30.0
-    dry_run: bool = False  # print the plan (dry_run.py), write and launch nothing
-    parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism)
-    reuse: bool = True  # copy cells other sweeps finished with the same config and code (twins.py)
+class SweepOptions(SweepArgs):
+    """The sweep's own keys (SweepArgs), checked, plus what only the driver adds."""
+    parallel: int = 1  # jobs at once, BC stage and cells alike (sweep_parallelism of the launcher)
 
 
 def budget_of(run: list[str]) -> str:
@@ -70,9 +76,8 @@ def _options(sweep: SweepArgs, launcher: str) -> SweepOptions:
     progress = sweep.progress_s
     if not isinstance(progress, (int, float)) or isinstance(progress, bool) or progress <= 0:
         raise ValueError(f"progress_s={progress!r}: valid: a number of seconds > 0")
-    return SweepOptions(launcher=launcher, timeout_min=timeout, progress_s=float(progress),
-                        parallel=sweep_parallelism(launcher), fail_fast=sweep.fail_fast, dry_run=sweep.dry_run,
-                        reuse=sweep.reuse)
+    return SweepOptions(**{**asdict(sweep), "launcher": launcher, "progress_s": float(progress)},
+                        parallel=sweep_parallelism(launcher))
 
 
 def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
@@ -80,8 +85,7 @@ def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = No
     file and line) with the valid choices, before anything is written or launched.
     `args`: the command line, or it parsed (arena.config.verb_args.parse_args(SweepArgs, ...)).
     `arms` replaces the grid (used by `arena search`, whose `dimension` names the sweep)."""
-    from arena.runs.layout import Results, check_name
-
+    # lazy: keeps submitit out of this module's import
     from .launchers import launcher_names
 
     parsed = args if isinstance(args, Parsed) else parse_args(SweepArgs, args)
@@ -91,8 +95,6 @@ def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = No
     sources: list[str] = []
     if arms is None:
         arms, sources = load_grid_located(dimension if "grid" not in parsed.given else None, path=sweep.grid)
-    from .run_overrides import check_run_overrides
-
     # seed=, a key an arm sets, a typo (named among the sweep's keys too)
     check_run_overrides(run, arms, sources, dimension, [f.name for f in own_fields(SweepArgs)])
     launcher = str(sweep.launcher)
@@ -114,8 +116,6 @@ def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = No
         if plan.cells[0].cfg.search.enabled:
             raise ValueError("seeds=auto and search.enabled=true do not go together (the search picks each arm's "
                              "config first); valid: a fixed seeds=N with the search, or seeds=auto without it")
-        from .auto_sweep import prepare
-
         prepare(plan, auto)  # the cells of the rounds the results on disk have reached
     # seeds=auto: a finished cell of a later round waits for its round (a lost earlier cell reruns first)
     hidden, plan.superseded = finished_cells_not_planned(plan, plan.worst_case if auto is not None else None)
@@ -125,8 +125,6 @@ def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = No
                          f"{' ...' if len(hidden) > 6 else ''}; valid: another name=NAME for this sweep, or arms, "
                          f"envs and seeds that include them")
     if plan.cells[0].cfg.search.enabled:
-        from .search import validate_search
-
         validate_search(plan)
     return plan, options
 
@@ -141,9 +139,6 @@ def finished_cells_not_planned(plan: SweepPlan, cells: Optional[list] = None) ->
                 config: a steps, lr or hyperparameter override under the same name). The
                 report shows the new config's cells; the old folders stay on disk.
     A manifest that is absent or unreadable hides nothing (it is rewritten)."""
-    from arena.runs.folder import RunFolder
-    from arena.runs.manifest import report_cells_on_disk, report_key
-
     planned = {report_key(c.manifest_row()): c.cell_id for c in (plan.cells if cells is None else cells)
                if c.role == "report"}
     left_out, superseded = [], []
@@ -173,9 +168,6 @@ def bc_configs(cells) -> list:
     arena.backends.BACKENDS, and no model.path).
     The key is the BC checkpoint's own (arena.bc.key, torch-free: the driver
     does not import torch or transformers)."""
-    from arena.backends import backend_of
-    from arena.bc.key import bc_hash
-
     seen, out = set(), []
     for cell in cells:
         if not backend_of(cell.cfg).sweep_bc_stage or cell.cfg.model.path:
@@ -190,6 +182,7 @@ def bc_configs(cells) -> list:
 def sweep_parallelism(launcher: str) -> int:
     """Jobs a sweep keeps running at once, BC stage and cells alike: the launcher's parallelism
     (launchers.job_parallelism), capped on the local launcher by $ARENA_MAX_PARALLEL."""
+    # lazy: keeps submitit out of this module's import
     from .launchers import job_parallelism, launcher_config
 
     parallel = job_parallelism(launcher)
@@ -208,19 +201,14 @@ def sweep_parallelism(launcher: str) -> int:
 def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callable] = None,
             bc_fn: Optional[Callable] = None, log: Callable = print) -> dict[str, str]:
     """BC stage, then the report cells (after a search when search.enabled). {cell_id: outcome}."""
-    from .driver_lock import sweep_driver_lock
-
     with sweep_driver_lock(plan):  # writes the manifest; SweepBusy if another grid runs under this name
         return _execute_locked(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
 
 
 def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
-    from arena.runs.run_log import COMMAND_ENV
-
+    # lazy: keeps submitit out of this module's import
     from .launchers import launcher_config, make_executor, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
-    from .twins import code_identity, copy_finished_twins
-
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]
     executor = make_executor(options.launcher, plan.results.jobs(plan.name), timeout_min=options.timeout_min)
@@ -233,8 +221,6 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
     def bc_stage(cells) -> None:
         """The BC checkpoints `cells` need that no earlier stage of this command trained or found
         (seeds=auto's later rounds bring new seeds, and so new checkpoints)."""
-        from arena.bc.key import bc_hash
-
         bc_cfgs = [c for c in bc_configs(cells) if bc_hash(c) not in staged]
         staged.update(bc_hash(c) for c in bc_cfgs)
         if bc_cfgs:  # BC runs minutes before any cell starts: say so (each BC's result is logged when it ends)
@@ -257,11 +243,7 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
                          fail_fast=options.fail_fast, progress_s=options.progress_s, log=log, pool_dir=pool_dir)
 
     if plan.cells and plan.cells[0].cfg.search.enabled:
-        from .search import search_then_report
-
         return search_then_report(plan, run, log=log)
     if plan.auto is not None:
-        from .auto_sweep import run_rounds
-
         return run_rounds(plan, run, log=log, bc_stage=bc_stage)
     return run(plan.cells)

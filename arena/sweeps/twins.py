@@ -11,7 +11,7 @@ start) a second time. A cell is copied only when
     run finished), and
   - its summary's provenance says the same code trained it: the same git SHA and a clean
     checkout on both sides, the same package versions, no test hooks beyond this driver's.
-The copy is written to a hidden sibling and renamed into place (arena.runs.atomic.atomic_write_dir),
+The copy is written to a hidden sibling and renamed into place (arena.io.atomic.atomic_write_dir),
 so a kill leaves either no folder or the whole copy. The lock and heartbeat files are not copied.
 `copied_from.json` in the copy names the folder it came from, when, and by which command.
 `reuse=false` (a sweep key) trains every cell of the sweep itself."""
@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from arena.runs import RunFolder
-from arena.runs.atomic import atomic_write_dir, atomic_write_json
+from arena.io.atomic import atomic_write_dir, atomic_write_json
 from arena.runs.layout import CELLS_DIR, COPIED_FROM_FILE, Results
-
-from .ledger import HEARTBEAT_NAME, LOCK_NAME
+from arena.runs.lock import HEARTBEAT_NAME, LOCK_NAME
 
 NOT_COPIED = (LOCK_NAME, HEARTBEAT_NAME)
 

@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from arena.runs.lock import pid_alive
+
 from .job import run_cell
-from .ledger import FAILED, pid_alive
+from .ledger import FAILED
 
 CLAIMS, OUTCOMES, STOP = "claims", "outcomes", "STOP"
 

@@ -145,14 +145,11 @@ def test_eval_and_serve_keys_exit_2_naming_the_key_and_its_type_or_the_close_key
     assert fragment in str(info.value), str(info.value)
 
 
-def test_the_flat_defaults_are_the_dataclasses_fields():
-    from arena.config.verb_args import EvalArgs, ServeArgs, leaf_defaults
-    from arena.evaluation.options import DEFAULTS, SERVE_DEFAULTS
+def test_the_serve_defaults_are_the_dataclass_fields():
+    from arena.config.verb_args import ServeArgs, leaf_defaults
+    from arena.evaluation.options import SERVE_DEFAULTS
 
-    # RetryArgs: max 5, backoff 0.5, max_wait 60.0; DebateArgs: agents 3, rounds 2; ServeModelArgs: path None
-    assert {k: DEFAULTS[k] for k in DEFAULTS if "." in k} == {"debate.agents": 3, "debate.rounds": 2, "retry.max": 5,
-                                                            "retry.backoff": 0.5, "retry.max_wait": 60.0}
-    assert DEFAULTS == leaf_defaults(EvalArgs) and len(DEFAULTS) == 20  # 15 top-level keys + 2 debate + 3 retry
+    # ServeModelArgs: path None; port 8000
     assert SERVE_DEFAULTS == leaf_defaults(ServeArgs) and list(SERVE_DEFAULTS)[:2] == ["model.path", "port"]
     assert SERVE_DEFAULTS["model.path"] is None and SERVE_DEFAULTS["port"] == 8000
 

@@ -138,8 +138,8 @@ def session_dir(tmp_path_factory) -> Path:
 
 def record_gain(shared: Path, name: str, row: dict) -> None:
     """Write one seed's row (gains()'s dict) to shared/name/seed<S>.json, atomically
-    (arena.runs.atomic: a sibling temp file renamed into place)."""
-    from arena.runs.atomic import atomic_write_json
+    (arena.io.atomic: a sibling temp file renamed into place)."""
+    from arena.io.atomic import atomic_write_json
 
     atomic_write_json(shared / name / f"seed{row['seed']}.json", row)
 

@@ -136,3 +136,18 @@ def test_clip_fractions_are_shares_of_the_mini_batch_whatever_the_micro_batches(
     assert metrics["actor/clipfrac_pos_adv"] == pytest.approx(1.0, abs=1e-12)
     # off_policy_kl = mean(old - logp) = mean(-log r) = -(log 0.5 + log 1.5) / 4
     assert metrics["actor/off_policy_kl"] == pytest.approx(-(math.log(0.5) + math.log(1.5)) / 4, abs=1e-12)
+
+
+def test_micro_batch_metrics_merge_by_their_declared_kind():
+    # two micro-batches; entropy is a mean (kind "mean"): (1.0 * 3 tokens + 3.0 * 1 token) / 4 = 1.5;
+    # masked_seqs is a count: 2 + 1 = 3; pg_loss is sum_u s * pg_u = 0.5 * 0.5 + 0.5 * 1.5 = 1.0
+    from arena.backends.embedded.update import MicroResult, merge_micro_batches
+    from arena.metric_keys import COUNT, MEAN, MICRO_BATCH_KINDS
+
+    assert (MICRO_BATCH_KINDS["actor/entropy"], MICRO_BATCH_KINDS["actor/masked_seqs"]) == (MEAN, COUNT)
+    results = [MicroResult({"actor/entropy": 1.0, "actor/masked_seqs": 2.0}, {"actor/entropy": 3.0, "actor/masked_seqs": 3.0}, 0.5, None),
+               MicroResult({"actor/entropy": 3.0, "actor/masked_seqs": 1.0}, {"actor/entropy": 1.0, "actor/masked_seqs": 1.0}, 1.5, None)]
+    assert merge_micro_batches(results, [], 0.5) == {"actor/masked_seqs": 3.0, "actor/pg_loss": 1.0, "actor/entropy": 1.5}
+    # a key without a declared kind is refused, not merged by a guess
+    with pytest.raises(KeyError):
+        merge_micro_batches([MicroResult({"actor/new": 1.0}, {"actor/new": 1.0}, 0.0, None)], [], 1.0)

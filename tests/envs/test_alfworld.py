@@ -254,7 +254,7 @@ def test_cli_exits_2_when_alfworld_is_missing(monkeypatch, capsys):
 
 
 def test_train_and_sweep_exit_2_without_alfworld_data(monkeypatch, capsys, tmp_path):
-    """The check runs before anything is trained or launched (arena.config.check_trainable)."""
+    """The check runs before anything is trained or launched (arena.backends.check_trainable)."""
     monkeypatch.setitem(sys.modules, "alfworld", types.ModuleType("alfworld"))
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     assert main(["train", "env=alfworld", "budget=smoke", f"results_dir={tmp_path}"]) == 2

@@ -48,3 +48,19 @@ def test_under_the_cap_nothing_is_closed_and_envs_come_back_per_game(small_cache
     assert not first.closed and not second.closed
     assert {twe.acquire_env("x", lambda p: None), twe.acquire_env("x", lambda p: None)} == {first, second}
     assert twe.idle_env_count() == 0
+
+
+def test_an_env_playing_textworld_refuses_a_turn_before_its_first_reset():
+    # household and alfworld forward step, is_admissible and expert_action to the episode of the
+    # last reset (PlaysTextWorld); before any reset there is none, and each call says so by name
+    from arena.envs.alfworld import AlfworldEnv
+    from arena.envs.household import HouseholdEnv
+    from arena.envs.textworld_episode import PlaysTextWorld
+
+    class Unreset(PlaysTextWorld):
+        name = "unreset"
+
+    assert issubclass(HouseholdEnv, PlaysTextWorld) and issubclass(AlfworldEnv, PlaysTextWorld)
+    for call in (lambda env: env.step("go north"), lambda env: env.is_admissible("look"), lambda env: env.expert_action()):
+        with pytest.raises(RuntimeError, match=r"call reset\(seed\) before stepping the unreset env"):
+            call(Unreset())

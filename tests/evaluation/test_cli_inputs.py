@@ -74,20 +74,23 @@ def test_serve_bad_port(tmp_path, capsys):
     assert "port=99999: expected an integer in 0..65535" in capsys.readouterr().err
 
 
-def test_eval_and_serve_get_the_flat_dict_of_the_keys_given_typed_the_last_one_winning(monkeypatch):
-    """The command line reaches the pipeline as today's flat {dotted key: value} dict of the keys
-    it gives (no defaults filled in): EvalArgs' keys typed by their dataclass (label=007 stays
-    the text 007, timeout=5 is the float 5.0), the run keys (n, model.path) as Hydra types them."""
+def test_eval_gets_evalargs_and_serve_the_flat_dict_typed_the_last_one_winning(monkeypatch):
+    """`arena eval` reaches the pipeline as EvalArgs itself (the keys given set, typed by the
+    dataclass: label=007 stays the text 007, timeout=5 is the float 5.0; the others their
+    defaults), the keys given, and the run keys (n, model.path) as Hydra types them; `arena
+    serve` as the flat {dotted key: value} dict of the keys it gives."""
     import arena.evaluation.entry as entry
     import arena.evaluation.server as server
+    from arena.config.verb_args import EvalArgs, RetryArgs
 
     got = []
     monkeypatch.setattr(entry, "eval_entry", lambda args: got.append(args) or 0)
     monkeypatch.setattr(server, "serve_main", lambda args: got.append(args) or 0)
     assert main(["eval", "n=2", "retry.max=1", "n=3", "label=007", "timeout=5", "model.path=/m", "retry.max=4"]) == 0
     evaluated = got.pop()
-    assert evaluated == {"retry.max": 4, "label": "007", "timeout": 5.0, "n": 3, "model.path": "/m"}
-    assert isinstance(evaluated["timeout"], float) and isinstance(evaluated["retry.max"], int)
+    assert evaluated.args == EvalArgs(label="007", timeout=5.0, retry=RetryArgs(max=4))
+    assert evaluated.given == {"retry.max", "label", "timeout"} and evaluated.overrides == {"n": 3, "model.path": "/m"}
+    assert isinstance(evaluated.args.timeout, float) and isinstance(evaluated.args.retry.max, int)
     assert main(["serve", "model.path=/a", "port=1", "port=2", "request_timeout=9"]) == 0
     served = got.pop()
     assert served == {"model.path": "/a", "port": 2, "request_timeout": 9.0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from arena.evaluation.runner import eval_main
 from arena.runs.layout import Results
 
+from .eval_args import eval_args
 from .servers import FaultServer, running_server
 from .test_faults import api_args
 
@@ -24,7 +25,7 @@ def test_a_finished_eval_is_done_on_rerun_and_rewrites_nothing(fake_key, tmp_pat
         # no out=: the eval goes to its default folder under results_dir
         args = {k: v for k, v in api_args(url, tmp_path, n=2, budget="smoke", results_dir=str(tmp_path)).items()
                 if k != "out"}
-        assert eval_main(args, log=lambda *a: None) == 0
+        assert eval_main(eval_args(args), log=lambda *a: None) == 0
         summaries = Results(tmp_path).eval_summaries()
         assert len(summaries) == 1  # the one eval, in <results_dir>/evals/<eval_id>/summary.json
         run = summaries[0].parent
@@ -36,7 +37,7 @@ def test_a_finished_eval_is_done_on_rerun_and_rewrites_nothing(fake_key, tmp_pat
         assert records["command.txt"].count(b"\n") == 1  # the one start that played
         assert len(before) >= 1 and paid >= 2  # two episodes played, at least one request each
         lines = []
-        assert eval_main(args, log=lines.append) == 0
+        assert eval_main(eval_args(args), log=lines.append) == 0
     assert lines == [f"[eval] already done: {summary_file}"]
     assert len(server.log) == paid  # nothing asked of the endpoint again
     assert (summary_file.stat().st_mtime_ns, summary_file.read_bytes()) == summary  # summary.json untouched

@@ -11,6 +11,7 @@ from arena.evaluation.episodes import load_cached
 from arena.evaluation.runner import eval_main
 from arena.evaluation.table import eval_table
 
+from .eval_args import eval_args
 from .conftest import ENV_ARGS
 
 ENV = dict(arg.split("=", 1) for arg in ENV_ARGS)
@@ -27,13 +28,13 @@ def test_served_checkpoint_plays_the_same_episodes(bc_checkpoint, served_checkpo
     # episodes 5..20 (seed=5 is the first held-out episode); chunk=7 splits the batched
     # rollout, which must not change greedy outcomes
     common = {**ENV, "n": 16, "seed": 5}
-    assert eval_main({**common, "policy": "checkpoint", "model.path": bc_checkpoint, "chunk": 7,
-                      "out": str(tmp_path / "ckpt")}, log=lambda *a: None) == 0
+    assert eval_main(eval_args({**common, "policy": "checkpoint", "model.path": bc_checkpoint, "chunk": 7,
+                      "out": str(tmp_path / "ckpt")}), log=lambda *a: None) == 0
     # the served model gets the prompts the checkpoint was trained on (the minimal template)
     # and the same reply budget (env.max_new_tokens = 8 for this Sokoban config)
-    assert eval_main({**common, "policy": "openai", "model": "bc-tiny", "base_url": served_checkpoint,
+    assert eval_main(eval_args({**common, "policy": "openai", "model": "bc-tiny", "base_url": served_checkpoint,
                       "api_key_env": "", "model.prompt_template": "minimal", "max_tokens": 8, "concurrency": 3,
-                      "out": str(tmp_path / "api")}, log=lambda *a: None) == 0
+                      "out": str(tmp_path / "api")}), log=lambda *a: None) == 0
     local, remote = load_cached(tmp_path / "ckpt"), load_cached(tmp_path / "api")
     assert sorted(local) == sorted(remote) == list(range(5, 21))
     for i in local:
@@ -49,8 +50,8 @@ def test_checkpoint_eval_equals_the_training_eval(bc_checkpoint, tmp_path):
     from arena.config import load_config
 
     torch.set_num_threads(1)
-    assert eval_main({**ENV, "n": 16, "policy": "checkpoint", "model.path": bc_checkpoint, "chunk": 5,
-                      "out": str(tmp_path / "e")}, log=lambda *a: None) == 0
+    assert eval_main(eval_args({**ENV, "n": 16, "policy": "checkpoint", "model.path": bc_checkpoint, "chunk": 5,
+                      "out": str(tmp_path / "e")}), log=lambda *a: None) == 0
     model, tokenizer = load_model(bc_checkpoint)
     cfg = load_config([*ENV_ARGS, "eval.n=16"])
     trained = evaluate(model, tokenizer, cfg, n=16)
@@ -64,9 +65,9 @@ def test_three_agent_debates_run_against_the_server(served_checkpoint, tmp_path)
     runs = []
     for paradigm, n in (("debate", 2), ("aggressive_debate", 1)):
         out = tmp_path / paradigm
-        rc = eval_main({**ENV, "env.kwargs.max_turns": 3, "n": n, "policy": "openai", "model": "bc-tiny", "base_url": served_checkpoint,
+        rc = eval_main(eval_args({**ENV, "env.kwargs.max_turns": 3, "n": n, "policy": "openai", "model": "bc-tiny", "base_url": served_checkpoint,
                         "api_key_env": "", "model.prompt_template": "minimal", "max_tokens": 8,
-                        "paradigm": paradigm, "debate.agents": 3, "debate.rounds": 2, "out": str(out)},
+                        "paradigm": paradigm, "debate.agents": 3, "debate.rounds": 2, "out": str(out)}),
                        log=lambda *a: None)
         assert rc == 0
         runs.append(out)

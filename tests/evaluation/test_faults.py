@@ -9,6 +9,7 @@ from pathlib import Path
 from arena.evaluation.episodes import load_cached
 from arena.evaluation.runner import eval_main
 
+from .eval_args import eval_args
 from .conftest import ENV_ARGS, FAKE_KEY
 from .servers import FaultServer, running_server
 
@@ -28,7 +29,7 @@ def test_every_episode_accounted_for_under_faults(fake_key, tmp_path):
     server = FaultServer(plan, hang_s=0.6)
     lines = []
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=3), log=lines.append) == 0
+        assert eval_main(eval_args(api_args(url, tmp_path / "e", n=6, concurrency=3)), log=lines.append) == 0
     # progress: the plan line, one line per finished episode (n < 10), the result line
     assert lines[0].startswith("[eval] fake / sla on sokoban: 6 episodes (0 cached, 6 to play)")
     assert [line.split(" episodes")[0] for line in lines[1:7]] == [f"[eval] {k}/6" for k in range(1, 7)]
@@ -56,7 +57,7 @@ def test_failed_episodes_are_retried_on_rerun_and_done_ones_never_repaid(fake_ke
     first = FaultServer({9: "400"})
     out = tmp_path / "e"
     with running_server(first.app()) as url:
-        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 1
+        assert eval_main(eval_args(api_args(url, out, n=4, concurrency=1)), log=lambda *a: None) == 1
         done_first = set(load_cached(out))
         failed_tag = first.log[8][0]
         assert len(done_first) == 3 and not (out / "summary.json").exists()
@@ -65,13 +66,13 @@ def test_failed_episodes_are_retried_on_rerun_and_done_ones_never_repaid(fake_ke
         # the rerun (same server, healthy now) plays only the failed episode
         start = len(first.log)
         first.plan = {}
-        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
+        assert eval_main(eval_args(api_args(url, out, n=4, concurrency=1)), log=lambda *a: None) == 0
         rerun_tags = Counter(tag for tag, _ in first.log[start:])
         assert set(rerun_tags) == {failed_tag}
         assert sorted(load_cached(out)) == [0, 1, 2, 3] and (out / "summary.json").exists()
         # a third run finds summary.json and sends nothing
         start = len(first.log)
-        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
+        assert eval_main(eval_args(api_args(url, out, n=4, concurrency=1)), log=lambda *a: None) == 0
         assert len(first.log) == start
 
 
@@ -86,7 +87,7 @@ def test_a_turn_log_left_beside_a_cached_record_is_deleted_on_rerun(fake_key, tm
     server = FaultServer({9: "400"})
     out = tmp_path / "e"
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 1
+        assert eval_main(eval_args(api_args(url, out, n=4, concurrency=1)), log=lambda *a: None) == 1
         cached = load_cached(out)
         (failed,) = set(range(4)) - set(cached)
         done = min(cached)
@@ -96,7 +97,7 @@ def test_a_turn_log_left_beside_a_cached_record_is_deleted_on_rerun(fake_key, tm
         killed_write = out / "episodes" / f".{episode_file(out, failed).name}.k1ll3d.tmp"
         killed_write.write_text("{")
         start, server.plan = len(server.log), {}
-        assert eval_main(api_args(url, out, n=4, concurrency=1), log=lambda *a: None) == 0
+        assert eval_main(eval_args(api_args(url, out, n=4, concurrency=1)), log=lambda *a: None) == 0
         rerun_episodes = {tag.rsplit(":", 1)[1] for tag, _ in server.log[start:]}
     assert rerun_episodes == {str(failed)}
     assert not list((out / "episodes").glob("*.partial.jsonl"))
@@ -109,12 +110,12 @@ def test_the_key_is_never_written_or_printed(fake_key, tmp_path, capfd):
     lines = []
     with running_server(server.app()) as url:
         for paradigm in ("sla", "debate"):
-            assert eval_main(api_args(url, tmp_path / paradigm, n=2, paradigm=paradigm, **{"debate.agents": 3}),
+            assert eval_main(eval_args(api_args(url, tmp_path / paradigm, n=2, paradigm=paradigm, **{"debate.agents": 3})),
                              log=lambda *a: lines.append(" ".join(map(str, a)))) == 0
         # failing runs write error.txt: it must not hold the key either, even when the server
         # echoes the key back in its error bodies (a retried 500, then a final 401)
         server.plan = {len(server.log) + 1: "500echo", **{n: "401echo" for n in range(len(server.log) + 2, len(server.log) + 50)}}
-        assert eval_main(api_args(url, tmp_path / "failing", n=1), log=lambda *a: lines.append(" ".join(map(str, a)))) == 1
+        assert eval_main(eval_args(api_args(url, tmp_path / "failing", n=1)), log=lambda *a: lines.append(" ".join(map(str, a)))) == 1
     assert "[redacted]" in (tmp_path / "failing" / "error.txt").read_text()  # the echo was caught
     assert server.auth == {f"Bearer {FAKE_KEY}"}  # the key was used...
     captured = capfd.readouterr()
@@ -171,7 +172,7 @@ def test_reasoning_model_request_options_reach_the_endpoint(fake_key, tmp_path):
     server = FaultServer({})
     with running_server(server.app()) as url:
         args = api_args(url, tmp_path / "e", n=1, sampling_params=False, max_tokens_field="max_completion_tokens")
-        assert eval_main(args, log=lambda *a: None) == 0
+        assert eval_main(eval_args(args), log=lambda *a: None) == 0
     assert server.bodies and all(b["max_completion_tokens"] == 16 and "temperature" not in b and "top_p" not in b
                                  and "max_tokens" not in b for b in server.bodies)
 
@@ -213,7 +214,7 @@ def test_environment_calls_never_overlap_while_requests_do(fake_key, tmp_path, m
     monkeypatch.setattr(runner, "make", lambda name, **kw: Guarded(real_make(name, **kw)))
     server = FaultServer({}, delay_s=0.02)
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, tmp_path / "e", n=6, concurrency=4), log=lambda *a: None) == 0
+        assert eval_main(eval_args(api_args(url, tmp_path / "e", n=6, concurrency=4)), log=lambda *a: None) == 0
     assert overlaps and not any(overlaps) and server.max_in_flight > 1
 
 
@@ -221,13 +222,13 @@ def test_a_longer_eval_reuses_a_shorter_one(fake_key, tmp_path):
     server = FaultServer({})
     out = tmp_path / "e"
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, out, n=2), log=lambda *a: None) == 0
+        assert eval_main(eval_args(api_args(url, out, n=2)), log=lambda *a: None) == 0
         tags_2 = {tag for tag, _ in server.log}
         start = len(server.log)
-        assert eval_main(api_args(url, out, n=4), log=lambda *a: None) == 0  # same folder: n is not in the eval id
+        assert eval_main(eval_args(api_args(url, out, n=4)), log=lambda *a: None) == 0  # same folder: n is not in the eval id
         tags_4 = {tag for tag, _ in server.log[start:]}
         start = len(server.log)
-        assert eval_main(api_args(url, out, n=2), log=lambda *a: None) == 0  # back to 2: nothing to ask
+        assert eval_main(eval_args(api_args(url, out, n=2)), log=lambda *a: None) == 0  # back to 2: nothing to ask
         assert len(server.log) == start
     # the n=4 run asked only for episodes 2 and 3
     assert {t.rsplit(":", 1)[1] for t in tags_2} == {"0", "1"} and {t.rsplit(":", 1)[1] for t in tags_4} == {"2", "3"}
@@ -254,7 +255,7 @@ def test_a_key_with_control_or_non_ascii_characters_is_refused_naming_only_the_v
         for i, key in enumerate([f"sk-{core}\r", f"sk-{core}\r\n", f"sk-{core}\n", f" sk-{core}", f"sk-{core}\u00e9"]):
             monkeypatch.setenv("ARENA_TEST_KEY", key)
             lines: list[str] = []
-            assert eval_main(api_args(url, tmp_path / f"e{i}", n=1, results_dir=str(tmp_path)), log=lines.append) == 2
+            assert eval_main(eval_args(api_args(url, tmp_path / f"e{i}", n=1, results_dir=str(tmp_path))), log=lines.append) == 2
             err = capfd.readouterr().err
             assert "api_key_env=ARENA_TEST_KEY" in err and "printable ASCII without spaces" in err
             assert files_and_output_holding(core, tmp_path, lines, capfd) == [] and core not in err
@@ -269,7 +270,7 @@ def test_every_form_of_an_echoed_key_is_redacted(monkeypatch, tmp_path, capfd):
     server = FaultServer({1: "200echo", **{n: "401echoforms" for n in range(2, 60)}})
     lines: list[str] = []
     with running_server(server.app()) as url:
-        assert eval_main(api_args(url, tmp_path / "failing", n=1, results_dir=str(tmp_path)), log=lines.append) == 1
+        assert eval_main(eval_args(api_args(url, tmp_path / "failing", n=1, results_dir=str(tmp_path))), log=lines.append) == 1
     assert "[redacted]" in (tmp_path / "failing" / "error.txt").read_text()
     assert server.auth == {f"Bearer sk-arena/{core}+q=\\z'"}  # the key was sent as it is
     assert files_and_output_holding(core, tmp_path, lines, capfd) == []

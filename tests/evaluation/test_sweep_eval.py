@@ -14,6 +14,8 @@ from arena.config import load_config
 from arena.evaluation.entry import eval_entry as eval_main
 from arena.runs.layout import Results
 
+from .eval_args import eval_args
+
 NAME = "hand-sanity"
 TRAIN = ["env=sanity", "budget=sanity", "steps=2", "test_freq=2", "eval.n=4", "wandb.enabled=false"]
 
@@ -39,7 +41,7 @@ def sweep(tmp_path_factory):
 
 def test_every_finished_cell_is_one_eval_of_its_final_policy_then_the_arms_are_compared(sweep, capsys):
     lines = []
-    assert eval_main({"sweep": NAME, "results_dir": str(sweep), "n": 6, "seed": 3}, log=lines.append) == 0
+    assert eval_main(eval_args({"sweep": NAME, "results_dir": str(sweep), "n": 6, "seed": 3}), log=lines.append) == 0
     out = "\n".join(lines)
     assert "1 report cell(s) not finished, skipped: grpo_st/sanity/s2" in out
     summaries = {}
@@ -60,7 +62,7 @@ def test_every_finished_cell_is_one_eval_of_its_final_policy_then_the_arms_are_c
     assert row.startswith(f"| grpo_st | 2 | {sum(d) / 2:+.1f} |")
     # the same command again plays nothing: every eval is cached
     again = []
-    assert eval_main({"sweep": NAME, "results_dir": str(sweep), "n": 6, "seed": 3}, log=again.append) == 0
+    assert eval_main(eval_args({"sweep": NAME, "results_dir": str(sweep), "n": 6, "seed": 3}), log=again.append) == 0
     assert sum("already done" in line for line in again) == 4
 
 
@@ -70,7 +72,7 @@ def test_every_finished_cell_is_one_eval_of_its_final_policy_then_the_arms_are_c
     ({"min_effect": 3.0}, "min_effect= compares a sweep's arms; it needs sweep=NAME"),
 ])
 def test_bad_input_exits_2_saying_what_is_valid(sweep, capsys, args, message):
-    assert eval_main({"results_dir": str(sweep), **args}, log=lambda *_: None) == 2
+    assert eval_main(eval_args({"results_dir": str(sweep), **args}), log=lambda *_: None) == 2
     err = capsys.readouterr().err
     assert message in err
     if args.get("sweep") == "nope":

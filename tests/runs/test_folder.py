@@ -70,3 +70,18 @@ def test_a_training_summary_says_kind_train_and_an_older_one_without_kind_still_
     # an older arena's summary has no "kind": it is a training run's, and still the proof it finished
     run.summary_file.write_text(json.dumps({k: v for k, v in summary.items() if k != "kind"}))
     assert run.done and run.summary_problem() is None
+
+
+def test_start_is_the_run_start_of_both_backends(tmp_path):
+    # no folder: the run trains (False), and start makes no folder (the first write does)
+    logs = []
+    run = RunFolder(tmp_path / "cell")
+    assert run.start(logs.append) is False and not run.path.exists() and logs == []
+    # a torn summary.json is no proof: set aside (kept, not deleted), said, and the run trains again
+    run.create().summary_file.write_text('{"status": "do')
+    assert run.start(logs.append) is False and not run.summary_file.exists()
+    aside = list(run.path.glob("summary.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_text() == '{"status": "do' and "was unreadable" in logs[0]
+    # a valid summary.json: done, said, nothing to train
+    run.write_summary(dict(VALID_SUMMARY))
+    assert run.start(logs.append) is True and logs[1] == f"[train] already done: {run.summary_file}"

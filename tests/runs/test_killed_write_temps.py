@@ -1,4 +1,4 @@
-"""remove_temps_of_killed_writes (arena/runs/atomic.py) deletes exactly the temp file that a write
+"""remove_temps_of_killed_writes (arena/io/atomic.py) deletes exactly the temp file that a write
 killed before its rename leaves, and nothing else in the folder."""
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import os
 import subprocess
 import sys
 
-from arena.runs.atomic import remove_temps_of_killed_writes
+from arena.io.atomic import remove_temps_of_killed_writes
 
 
 def test_the_temp_of_a_killed_atomic_write_is_deleted_and_nothing_else(tmp_path):
     folder = tmp_path / "episodes"
     folder.mkdir()
     # a real killed write: ARENA_CRASH_AT kills the child (SIGKILL) after its temp file is written,
-    # before the rename (arena/runs/faults.py), so the temp's name is the one atomic_write_with makes
-    script = ("import sys; from arena.runs.atomic import atomic_write_text; "
+    # before the rename (arena/io/faults.py), so the temp's name is the one atomic_write_with makes
+    script = ("import sys; from arena.io.atomic import atomic_write_text; "
               "atomic_write_text(sys.argv[1], '{\"episode\": 0}')")
     child = subprocess.run([sys.executable, "-c", script, str(folder / "0000000.json")],
                            env={**os.environ, "ARENA_CRASH_AT": "0000000.json:1"})

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from arena.runs import RunFolder
-from arena.runs.atomic import atomic_write_json
+from arena.io.atomic import atomic_write_json
 from arena.runs.folder import MetricsFileError
 from arena.runs.layout import SUMMARY_FIELDS
 

@@ -136,11 +136,11 @@ def test_eval_of_a_run_folder_evaluates_its_final_policy(trained_run, tmp_path):
 
 def test_a_kill_while_writing_leaves_no_policy_folder(tmp_path):
     # ARENA_CRASH_AT=policy:1 SIGKILLs the writer after the temp folder is full and fsynced,
-    # before its rename (arena.runs.faults): the state a preemption at the worst moment leaves
+    # before its rename (arena.io.faults): the state a preemption at the worst moment leaves
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text("seed: 0\n")
-    script = ("import sys, pathlib; from arena.runs.atomic import atomic_write_dir\n"
+    script = ("import sys, pathlib; from arena.io.atomic import atomic_write_dir\n"
               "atomic_write_dir(pathlib.Path(sys.argv[1]), lambda tmp: (tmp / 'config.json').write_text('{}'))\n")
     env = {**os.environ, "ARENA_CRASH_AT": "policy:1"}
     out = subprocess.run([sys.executable, "-c", script, str(run / "policy")], env=env, capture_output=True,

@@ -3,7 +3,7 @@ sweep is killed at chosen and at random moments and its files are damaged betwee
 the last rerun its results equal an undisturbed sweep of the same config.
 
 Kills (SIGKILL, as a preemption or an OOM kill does it; ARENA_CRASH_AT picks the moment inside
-the process, arena/runs/faults.py): before a cell's first checkpoint, during a checkpoint write,
+the process, arena/io/faults.py): before a cell's first checkpoint, during a checkpoint write,
 during summary.json's write (twice), and once after a random delay. Damage between runs: a done cell's
 summary.json emptied, another's cut in half, a torn half row appended to a metrics.jsonl.
 

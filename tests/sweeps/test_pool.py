@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from arena.sweeps.launchers import make_executor
-from arena.sweeps.ledger import CellLock
+from arena.runs.lock import CellLock
 from arena.sweeps.pool import Queue, run_pool
 from arena.sweeps.runner import Progress
 from arena.sweeps.sweep import build_plan

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from arena.sweeps.cli import status_main, sweep_main
-from arena.sweeps.ledger import CellLock
+from arena.runs.lock import CellLock
 
 from . import fake_train
 

@@ -19,18 +19,17 @@ from arena.runs.wandb_log import init_wandb
 def run_training(cfg, log=print) -> int:
     import torch
 
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import load_initial_model
 
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from .trainer import train
 
     check_trainable(cfg)
-    run = RunFolder(run_dir(cfg)).create()
-    aside = run.set_aside_summary()  # an unreadable summary.json is no proof: kept aside, run again
-    if aside is not None:
-        log(f"[train] {run.summary_file.name} was unreadable; kept as {aside.name}, running the cell again")
-    if run.done:
-        log(f"[train] already done: {run.summary_file}")
+    run = RunFolder(run_dir(cfg))
+    if run.start(log):
         return EXIT_OK
+    run.create()
     torch.manual_seed(cfg.seed)
     wb = None
     try:

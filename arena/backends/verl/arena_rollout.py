@@ -99,6 +99,7 @@ class ArenaReplica(RolloutReplica):
     async def launch_servers(self):
         from verl.plugin.platform.platform_manager import get_platform
 
+        # lazy: keeps tokenizers, transformers out of this module's import
         from .rollout_server import ArenaRolloutServer
 
         if self.nnodes != 1:

@@ -31,7 +31,7 @@ from typing import Any
 
 from arena.envs.base import step_seeds
 from arena.envs.base import eval_seed
-from arena.runs.atomic import atomic_write_text
+from arena.io.atomic import atomic_write_text
 
 from .verl_config import AGENT_LOOP_NAME
 

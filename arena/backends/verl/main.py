@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from arena.config import BadConfig, cell_id, check_trainable
+from arena.config import BadConfig, cell_id, check_env_available
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
 from arena.runs.run_log import copied_to_run_log
@@ -73,6 +73,7 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
 
         out.update(gpu_overrides(cfg, out["trainer.n_gpus_per_node"], rollout_name(cfg)))
     else:
+        # lazy: keeps torch, verl out of this module's import
         from .cpu_platform import cpu_overrides
 
         out.update(cpu_overrides())
@@ -123,6 +124,7 @@ def verl_env(cfg) -> dict[str, str]:
 
     env, modules = {}, []
     if not uses_gpu(cfg):
+        # lazy: keeps torch, verl out of this module's import
         from .cpu_platform import CPU_ENV
 
         env.update(CPU_ENV)
@@ -204,6 +206,7 @@ def initial_model_path(cfg, log=print) -> Path:
         from arena.runs.policy import policy_folder
 
         return policy_folder(cfg.model.path)
+    # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import ensure_bc_checkpoint
 
     return Path(ensure_bc_checkpoint(cfg, log=log)).resolve()
@@ -241,14 +244,10 @@ def run_training(cfg, log=print) -> int:
     freeze_heap_at_exit()
     run = RunFolder(run_dir(cfg))
     try:
-        check_trainable(cfg)
+        check_env_available(cfg)  # the backend's own packages and GPU: missing_for_training, below
     except BadConfig as exc:
         return _cannot_start(run, str(exc), log)
-    aside = run.set_aside_summary()  # an unreadable summary.json is no proof: kept aside, run again
-    if aside is not None:
-        log(f"[train] {run.summary_file.name} was unreadable; kept as {aside.name}, running the cell again")
-    if run.done:
-        log(f"[train] already done: {run.summary_file}")
+    if run.start(log):
         return EXIT_OK
     missing = missing_for_training(cfg)
     if missing:
@@ -292,6 +291,7 @@ def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
     """run_training once the run may start: verl config, config.yaml, dataset, then verl's loop."""
     from omegaconf import OmegaConf, open_dict
 
+    # lazy: keeps numpy, torch, verl out of this module's import
     from .dataset import write_dataset
     from .run_folder import VerlRunWriter
 
@@ -314,6 +314,7 @@ def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
         log(f"[train] verl dataset: {rows['train']} training episodes, {rows['val']} eval episodes")
         from verl.trainer.main_ppo import run_ppo
 
+        # lazy: keeps ray, verl out of this module's import
         from .task_runner import RemoteArenaTaskRunner
 
         os.environ.update(verl_env(cfg))  # this process too (verl reads them on import)

@@ -28,6 +28,7 @@ class ArenaTaskRunner(BaseTaskRunner):
         from verl.utils.config import omega_conf_to_dataclass, validate_config
         from verl.utils.dataset.rl_dataset import collate_fn
 
+        # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
         from . import register
         from .run_folder import arena_trainer_kwargs
         from .trainer import ArenaRayPPOTrainer

@@ -107,7 +107,7 @@ def remove_temps_of_killed_writes(folder: str | os.PathLike) -> None:
     is killed between creating one and renaming it onto its name: `.<name>.<random>.tmp`. Their content
     never reached its name (the write is redone, or was not needed). Only a process that holds the
     folder's lock may call it, and not on the folder the lock itself lives in: another writer's temp
-    file in flight, or the lock's heartbeat (`.heartbeat.<pid>.tmp`, arena/sweeps/ledger.py), would
+    file in flight, or the lock's heartbeat (`.heartbeat.<pid>.tmp`, arena/runs/lock.py), would
     be deleted under it."""
     folder = Path(folder)
     if folder.is_dir():

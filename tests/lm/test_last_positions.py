@@ -127,7 +127,7 @@ def test_the_samplers_prefill_runs_the_last_layer_at_the_last_position_only():
     # same cache (decode steps on top agree too); the trimmed last layer's MLP sees 1 position
     # (the packed layers run their MLP in decoding.feed_forward: watched for the last layer)
     import arena.lm.decoding as decoding
-    from tests.embedded.last_layer_mlp import last_layer_mlp_widths
+    from tests.lm.last_layer_mlp import last_layer_mlp_widths
 
     model = _model()
     ids, mask = _left_padded(5)

@@ -11,7 +11,7 @@ from arena.lm.model import build_model
 from arena.lm.sampler import StopStrings, make_policy, sample_tokens
 from arena.lm.tokenizer import build_tokenizer
 from tests.benchmark_module import load_benchmark
-from tests.embedded.last_layer_mlp import last_layer_mlp_widths
+from tests.lm.last_layer_mlp import last_layer_mlp_widths
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
