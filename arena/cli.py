@@ -119,10 +119,10 @@ def _train(args: Sequence[str]) -> int:
     from arena.backends import backend_of, check_trainable
     from arena.runs.layout import run_dir
     from arena.config import BadConfig
-    from arena.runs.provenance import pin_git_state
+    from arena.runs.provenance import pin_code_state
     from arena.runs.run_log import recording
 
-    pin_git_state()  # the commit the run starts from (a checkout may move during a long run)
+    pin_code_state()  # the code the run starts from (a checkout may move during a long run)
     cfg = _config(args)
     try:
         check_trainable(cfg)

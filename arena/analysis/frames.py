@@ -29,7 +29,7 @@ CHOICES = ("method", "group", "aggregation", "clipping", "seq_mask_delta", "filt
 RUN_HP = ("lr", "kl_coef", "entropy_coef", "group_size", "batch_envs", "ppo_epochs", "ppo_mini_batch_size",
           "ppo_num_mini_batches", "steps", "budget", "backend")
 SUMMARY_KEYS = ("final_eval_success", "initial_eval_success", "var_last20", "noise_floor", "theta", "stable",
-                "n_eval", "wall_seconds", "git_sha", "git_dirty", "host", "slurm_job_id")
+                "n_eval", "wall_seconds", "git_sha", "git_dirty", "code_hash", "host", "slurm_job_id")
 ID_COLUMNS = ("sweep", "run", "arm", "env", "seed", "role", "status")
 STATUSES = ("done", "collapsed", "no_format", "failed", "missing")
 

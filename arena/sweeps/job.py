@@ -63,7 +63,10 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
 
 def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
              train_fn: Optional[Callable] = None) -> str:
+    from arena.runs.provenance import pin_code_state
+
     set_job_env(env, threads)
+    pin_code_state()  # the code this cell runs, read now (not the driver's at the sweep's start)
     run = RunFolder(cfg.out, expect_cell_id=Path(cfg.out).name)  # a sweep cell's folder is named by its id
     if run.done:
         return DONE

@@ -228,6 +228,20 @@ def test_mixed_shas_refused(results_dir, tmp_path):
     assert (write_report(tmp_path, NAME, allow_mixed=True, figures=False) / "table.md").exists()
 
 
+def test_mixed_code_under_one_sha_refused(results_dir, tmp_path):
+    """Every run at the one commit, but two jobs ran other package files (the checkout edited
+    mid-sweep): their own code records (code_hash) differ, so the report refuses them."""
+    shutil.copytree(results_dir / "sweeps" / NAME, tmp_path / "sweeps" / NAME, ignore=shutil.ignore_patterns("report"))
+    cells = sorted((tmp_path / "sweeps" / NAME / "cells").glob("*/summary.json"))
+    for i, summary in enumerate(cells):
+        code_hash = "e" * 64 if i < 2 else "c" * 64  # two runs on edited files, the rest on the commit's
+        summary.write_text(json.dumps({**json.loads(summary.read_text()), "code_hash": code_hash}))
+    with pytest.raises(ValueError, match="mixed code: .*cccccccccccc \\(\\d+ runs\\), "
+                                         "eeeeeeeeeeee \\(2 runs\\)\\), under git SHA a1b2c3d"):
+        write_report(tmp_path, NAME, figures=False)
+    assert (write_report(tmp_path, NAME, allow_mixed=True, figures=False) / "table.md").exists()
+
+
 def test_cli_entry(results_dir, capsys):
     assert main(["name=nope", f"results_dir={results_dir}"]) == 2
     assert main(["nme=x"]) == 2

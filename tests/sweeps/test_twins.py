@@ -6,12 +6,16 @@ carry the real provenance of the job (arena.runs.provenance), with the checkout'
 pinned by `clean_checkout` so that the test does not depend on the state of the working tree."""
 import json
 
+import os
+import shutil
+
 import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
 from arena.runs import RunFolder
 from arena.runs.layout import COPIED_FROM_FILE
-from arena.runs.provenance import provenance
+from arena.runs.provenance import package_hash, provenance
 from arena.sweeps.cli import status_main, sweep_main
 from arena.sweeps.twins import same_code
 
@@ -19,10 +23,17 @@ from . import fake_train
 
 
 def _train(cfg) -> int:
-    """fake_train.train, then the summary gets this job's provenance (sha, dirty, versions, hooks)."""
+    """fake_train.train, then the folder's own records agree with its summary as a real run's do
+    (config.yaml; metrics rows with the first and last eval and the last step), and the summary
+    gets this job's provenance (sha, dirty, code hash, versions, hooks)."""
     code = fake_train.train(cfg)
     run = RunFolder(cfg.out)
-    run.write_summary({**run.summary(), **provenance()})
+    summary = run.summary()
+    run.write_config(OmegaConf.to_yaml(cfg))
+    run.reset_metrics(None)
+    run.append_metrics({"step": 0, "eval/success_rate": summary["initial_eval_success"]})
+    run.append_metrics({"step": summary["steps"], "eval/success_rate": summary["final_eval_success"]})
+    run.write_summary({**summary, **provenance()})
     return code
 
 
@@ -138,22 +149,96 @@ def test_dry_run_says_which_cells_it_would_copy_and_writes_nothing(sweep_env, tm
     assert not (tmp_path / "sweeps" / "filtering-smoke").exists()
 
 
+H = package_hash()  # the code hash of the files under test (any fixed string would do)
+
+
 @pytest.mark.parametrize("summary, same", [
-    # identity: sha s, clean, versions v, no hooks
-    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, True),
-    ({"git_sha": "s", "git_dirty": "0", "versions": {"arena": "1"}, "test_hooks": {}}, True),  # the env spelling
-    ({"git_sha": "s", "git_dirty": True, "versions": {"arena": "1"}}, False),  # trained on a dirty checkout
-    ({"git_sha": "s", "git_dirty": "1", "versions": {"arena": "1"}}, False),
-    ({"git_sha": "t", "git_dirty": False, "versions": {"arena": "1"}}, False),  # another commit
-    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "2"}}, False),  # another package version
-    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {"ARENA_CRASH_AT": "x:1"}}, False),
+    # identity: sha s, clean, code hash H, versions v, no hooks
+    ({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"}}, True),
+    ({"git_sha": "s", "git_dirty": "0", "code_hash": H, "versions": {"arena": "1"}, "test_hooks": {}}, True),  # env spelling
+    ({"git_sha": "s", "git_dirty": True, "code_hash": H, "versions": {"arena": "1"}}, False),  # a dirty checkout
+    ({"git_sha": "s", "git_dirty": "1", "code_hash": H, "versions": {"arena": "1"}}, False),
+    ({"git_sha": "s", "git_dirty": None, "code_hash": H, "versions": {"arena": "1"}}, False),  # unknown: dirty
+    ({"git_sha": "s", "code_hash": H, "versions": {"arena": "1"}}, False),  # no dirty flag at all
+    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, False),  # no code record
+    ({"git_sha": "s", "git_dirty": False, "code_hash": "x" * 64, "versions": {"arena": "1"}}, False),  # other files
+    ({"git_sha": "t", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"}}, False),  # another commit
+    ({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "2"}}, False),  # another version
+    ({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"},
+      "test_hooks": {"ARENA_CRASH_AT": "x:1"}}, False),
 ])
 def test_same_code(summary, same):
-    assert same_code(summary, {"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {}}) is same
+    identity = {"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"}, "test_hooks": {}}
+    assert same_code(summary, identity) is same
 
 
-def test_no_git_means_the_versions_decide():
-    identity = {"git_sha": None, "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {}}
-    assert same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "1"}}, identity)
-    assert not same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "0"}}, identity)
-    assert not same_code({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, identity)
+def test_no_git_means_the_package_files_decide_not_the_version_string():
+    # two installs of arena 0.1.0 outside git (an sdist): the same only when their files are
+    identity = {"git_sha": None, "git_dirty": None, "code_hash": H, "versions": {"arena": "0.1.0"}, "test_hooks": {}}
+    assert same_code({"git_sha": None, "git_dirty": None, "code_hash": H, "versions": {"arena": "0.1.0"}}, identity)
+    assert not same_code({"git_sha": None, "git_dirty": None, "code_hash": "y" * 64,
+                          "versions": {"arena": "0.1.0"}}, identity)
+    assert not same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "0.1.0"}}, identity)
+    assert not same_code({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "0.1.0"}},
+                         identity)
+
+
+def _grpo_twin(tmp_path, sweep_env):
+    """A finished first sweep; its grpo/0 cell folder (the twin a filtering sweep would copy)."""
+    assert _sweep(["dimension=aggregation", "seeds=1", "launcher=debug", *sweep_env]) == 0
+    return _cells(tmp_path, "aggregation-smoke")["grpo/0"]
+
+
+def test_a_hand_written_summary_is_no_twin(sweep_env, tmp_path, clean_checkout):
+    """A sibling sweep whose cell folder holds only a summary.json (today's code record, this
+    cell's id): neither its manifest, nor a config, nor metrics back it; the cell is trained."""
+    twin = _grpo_twin(tmp_path, sweep_env)
+    planted = tmp_path / "sweeps" / "planted" / "cells" / twin.name
+    planted.mkdir(parents=True)
+    summary = json.loads((twin / "summary.json").read_text())
+    (planted / "summary.json").write_text(json.dumps({**summary, "final_eval_success": 0.99}))
+    shutil.rmtree(twin)  # the real twin gone: only the planted one is left
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env], log=lines.append) == 0
+    mine = _cells(tmp_path, "filtering-smoke")["grpo/0"]
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    assert any("not copying" in line and "planted" in line and "manifest" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("edit", ["metrics", "config"])
+def test_a_twin_whose_records_disagree_with_its_summary_is_not_copied(sweep_env, tmp_path, clean_checkout, edit):
+    twin = _grpo_twin(tmp_path, sweep_env)
+    if edit == "metrics":  # the summary's final score raised by hand: metrics say otherwise
+        summary = json.loads((twin / "summary.json").read_text())
+        (twin / "summary.json").write_text(json.dumps({**summary, "final_eval_success": 0.99}))
+    else:  # another cell's config
+        (twin / "config.yaml").write_text((twin / "config.yaml").read_text().replace("seed: 0", "seed: 7"))
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env], log=lines.append) == 0
+    mine = _cells(tmp_path, "filtering-smoke")["grpo/0"]
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    assert any("not copying" in line and ("metrics" if edit == "metrics" else "hashes to") in line
+               for line in lines), lines
+
+
+def test_a_sweep_folder_linked_from_outside_the_results_dir_is_never_followed(sweep_env, tmp_path, clean_checkout):
+    """A sibling sweep folder that is a symlink to a folder outside the results dir (holding a
+    complete, consistent finished cell with today's code record), and a twin with an inner
+    symlink: neither is copied."""
+    twin = _grpo_twin(tmp_path, sweep_env)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    shutil.copytree(tmp_path / "sweeps" / "aggregation-smoke", outside / "aggregation-smoke")
+    shutil.rmtree(tmp_path / "sweeps" / "aggregation-smoke")
+    os.symlink(outside / "aggregation-smoke", tmp_path / "sweeps" / "aggregation-smoke")
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=first", *sweep_env],
+                  log=lines.append) == 0
+    mine = _cells(tmp_path, "first")["grpo/0"]
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    assert any("is a symlink" in line for line in lines), lines
+    # the cell trained by `first` with an inner symlink planted: not copied (nor its link)
+    os.symlink(outside / "aggregation-smoke" / "manifest.json", mine / "planted-link")
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=second", *sweep_env]) == 0
+    second = _cells(tmp_path, "second")["grpo/0"]
+    assert _trained(second) == 1 and not (second / "planted-link").exists()
+    shutil.rmtree(outside)
