@@ -19,7 +19,9 @@ start) a second time. A cell is copied only when
     checkout on both sides (an unknown dirty state counts as dirty) or, outside git, no SHA on
     either side; the same package versions; no test hooks beyond this driver's.
 The copy is written to a hidden sibling and renamed into place (arena.runs.atomic.atomic_write_dir),
-so a kill leaves either no folder or the whole copy. The lock and heartbeat files are not copied.
+so a kill leaves either no folder or the whole copy. The lock and heartbeat files and the
+source's W&B run (wandb_id.txt, wandb/) are not copied: the copy is logged as a W&B run of its
+own in this sweep's group.
 `copied_from.json` in the copy names the folder it came from, when, and by which command.
 `reuse=false` (a sweep key) trains every cell of the sweep itself."""
 from __future__ import annotations
@@ -32,11 +34,14 @@ from typing import Callable, Iterable, Optional
 
 from arena.runs import RunFolder
 from arena.runs.atomic import atomic_write_dir, atomic_write_json
-from arena.runs.layout import CELLS_DIR, COPIED_FROM_FILE, Results
+from arena.runs.wandb_log import log_copied_run
+from arena.runs.layout import CELLS_DIR, COPIED_FROM_FILE, WANDB_DIR, WANDB_ID_FILE, Results
 
 from .ledger import HEARTBEAT_NAME, LOCK_NAME
 
-NOT_COPIED = (LOCK_NAME, HEARTBEAT_NAME)
+# the source's lock, heartbeat and W&B run (its id and offline files): the copy gets its own
+# W&B run, in this sweep's group (arena.runs.wandb_log.log_copied_run)
+NOT_COPIED = (LOCK_NAME, HEARTBEAT_NAME, WANDB_ID_FILE, WANDB_DIR)
 
 
 def code_identity(env: dict[str, str] | None = None) -> dict:
@@ -167,13 +172,14 @@ def copy_finished_twins(cells: Iterable, results: Results, sweep: str, identity:
 
         def fill(tmp: Path, twin: Path = twin) -> None:
             shutil.copytree(twin, tmp, symlinks=True, dirs_exist_ok=True,  # twin_problem: it holds none
-                            ignore=lambda _dir, names: [n for n in names if n in NOT_COPIED])
+                            ignore=lambda folder, names: [n for n in names if n in NOT_COPIED and Path(folder) == twin])
             atomic_write_json(tmp / COPIED_FROM_FILE, {
                 "from": str(twin.resolve()), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "command": command})
 
         atomic_write_dir(Path(cell.out), fill)
         copied.append(cell.cell_id)
+        log_copied_run(cell.cfg, cell.cell_id, Path(cell.out), twin)
     if copied:
         log(f"[sweep] {len(copied)} cell(s) copied from other sweeps under {results.sweeps} that finished them with "
             f"the same config and code (each has {COPIED_FROM_FILE}; reuse=false trains them again)")

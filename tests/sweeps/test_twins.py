@@ -242,3 +242,48 @@ def test_a_sweep_folder_linked_from_outside_the_results_dir_is_never_followed(sw
     second = _cells(tmp_path, "second")["grpo/0"]
     assert _trained(second) == 1 and not (second / "planted-link").exists()
     shutil.rmtree(outside)
+
+
+class _FakeConfig(dict):
+    def update(self, values, allow_val_change=False):
+        super().update(values)
+
+
+class _FakeWandbRun:
+    """What wandb.init returns, recording what is logged."""
+
+    def __init__(self, calls, kwargs):
+        self.calls, self.kwargs, self.id = calls, kwargs, kwargs["id"]
+        self.config, self.summary, self.logged = _FakeConfig(), {}, []
+        calls.append(self)
+
+    def log(self, row, step):
+        self.logged.append((step, row))
+
+    def finish(self):
+        self.finished = True
+
+
+def test_a_copied_cell_gets_its_own_wandb_run_in_the_new_sweep_s_group(sweep_env, tmp_path, clean_checkout,
+                                                                       monkeypatch):
+    import sys
+    import types
+
+    twin = _grpo_twin(tmp_path, sweep_env)
+    (twin / "wandb_id.txt").write_text(f"{twin.name}-0123456789ab\n")  # the source's own W&B run
+    (twin / "wandb").mkdir()
+    (twin / "wandb" / "offline-run-x").write_text("source run")
+    calls = []
+    fake = types.SimpleNamespace(init=lambda **kw: _FakeWandbRun(calls, kw))
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env, "wandb.enabled=true"]) == 0
+    copy = _cells(tmp_path, "filtering-smoke")["grpo/0"]
+    assert (copy / COPIED_FROM_FILE).exists() and not (copy / "wandb").exists()
+    [run] = [c for c in calls if c.kwargs["job_type"] == "copy"]
+    assert run.kwargs["group"] == "filtering-smoke/grpo/sokoban" and run.kwargs["dir"] == str(copy)
+    assert run.id == (copy / "wandb_id.txt").read_text().strip() != f"{twin.name}-0123456789ab"
+    metrics = [json.loads(line) for line in (copy / "metrics.jsonl").read_text().splitlines()]
+    assert run.logged == [(r["step"], {"eval/success_rate": r["eval/success_rate"]}) for r in metrics]
+    assert run.config == {"copied_from": str(twin)} and run.finished
+    assert run.summary["final_eval_success"] == json.loads((copy / "summary.json").read_text())["final_eval_success"]
