@@ -9,6 +9,7 @@ order docs/sandbox.md gives; the security review reads it as one piece.)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import selectors
 import shutil
@@ -20,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+logger = logging.getLogger(__name__)
 
 UID_POOL_BASE = 1_500_000_000  # dedicated sandbox uids: UID_POOL_BASE + slot (no passwd entry)
 UID_POOL_SIZE = 256
@@ -128,6 +131,20 @@ def processes_of_uid(uid: int) -> dict[int, int]:
     return found
 
 
+def run_helper(argv: list, timeout: float = 10.0) -> bool:
+    """Run a clean-up helper (no input, output dropped); False, with a warning, when it did not
+    finish within `timeout` (subprocess.run kills it then). A clean-up never raises out of a
+    call: the tool call's result stands, and what the helper did not remove is logged."""
+    try:
+        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=timeout, check=False)
+        return True
+    except subprocess.TimeoutExpired:
+        logger.warning("sandbox clean-up helper %s timed out after %.0f s; what it was to remove may be left",
+                       argv[0], timeout)
+        return False
+
+
 def _kill_uid(uid: int, interpreter: str) -> None:
     """SIGKILL every process of `uid`: a helper that becomes `uid` and calls kill(-1, SIGKILL)
     (atomic with respect to fork), repeated until /proc shows none left."""
@@ -135,8 +152,7 @@ def _kill_uid(uid: int, interpreter: str) -> None:
     for _ in range(20):
         if not processes_of_uid(uid):
             return
-        subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        run_helper([interpreter, "-I", "-S", "-c", script])
         time.sleep(0.01)
 
 
@@ -176,8 +192,7 @@ def forget_state_of_uid(uid: int, interpreter: str, mqueues: bool) -> None:
     number = KEYCTL_SYSCALL.get(os.uname().machine)
     script = (REMOVE_MQUEUES.format(uid=uid) if mqueues else "") + (
         CLEAR_KEYRINGS.format(uid=uid, nr=number) if number is not None else "")
-    subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=10, check=False)
+    run_helper([interpreter, "-I", "-S", "-c", script])
 
 
 def _kill_all(proc: subprocess.Popen, plan: Plan, uid: Optional[int]) -> None:
@@ -364,8 +379,7 @@ def remove_sysv_ipc_of_uid(uid: int) -> None:
     """Remove the SysV IPC objects a pool uid left (root only; `ipcrm` from util-linux)."""
     for table, ids in sysv_ipc_of_uid(uid).items():
         args = [arg for i in ids for arg in (SYSV_IPC_TABLES[table], str(i))]
-        subprocess.run(["ipcrm", *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False, timeout=10)
+        run_helper(["ipcrm", *args])
 
 
 def _read_capped(proc, timeout, limit, kill_all, over_cap=None) -> tuple[bytes, bytes, bool, bool]:

@@ -342,3 +342,24 @@ def test_every_seccomp_argument_compare_reads_only_what_the_kernel_reads():
         compares = [c for _, comparisons in sandbox_process.seccomp_rules(plan) for c in comparisons]
         assert compares and all(op == sandbox_process.CMP_MASKED_EQ and 0 < mask <= 0xFFFFFFFF
                                 and value & ~mask == 0 for _, op, mask, value in compares)
+
+
+def test_a_clean_up_helper_that_times_out_never_raises_out_of_the_tool_call(monkeypatch, caplog):
+    """Every clean-up helper (kill the pool uid's processes, ipcrm, forget keyrings) hangs past
+    its timeout: the tool call still returns its observation, and the clean-up is logged."""
+    plan = sandbox._plan("plain")
+    if plan.drop_uid != "pool":
+        pytest.skip(f"{plan.label}: no pool uid, so no clean-up helpers run")
+    real_run = subprocess.run
+
+    def hanging(argv, *args, **kwargs):
+        raise subprocess.TimeoutExpired(argv, kwargs.get("timeout", 10))
+
+    monkeypatch.setattr(sandbox_process, "processes_of_uid", lambda uid: {1: 1})  # always "left": the helper runs
+    monkeypatch.setattr(sandbox_process.subprocess, "run", hanging)
+    env = TirMathEnv(max_turns=3, sandbox_mode="plain")
+    env.reset(0)
+    observation, reward, done, _ = env.step("python: print(6 * 7)")
+    monkeypatch.setattr(sandbox_process.subprocess, "run", real_run)
+    assert "42" in observation and (reward, done) == (0.0, False)
+    assert "sandbox clean-up helper" in caplog.text and "timed out" in caplog.text
