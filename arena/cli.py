@@ -8,7 +8,8 @@ import errno
 import sys
 from typing import Callable, Sequence
 
-from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, print_bad_input  # noqa: F401
+from arena.cli_errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, out_of_space,  # noqa: F401
+                              out_of_space_message, print_bad_input)
 from arena.cli_help import VERB_HELP, help_text, overview
 
 HELP_FLAGS = ("-h", "--help")
@@ -260,9 +261,18 @@ def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from arena.cli_output import tolerate_closed_pipe
+
+    tolerate_closed_pipe()  # `arena methods | head -1`: no BrokenPipeError traceback (arena/cli_output.py)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.stdout.flush()  # here, where a closed pipe is tolerated, not in the interpreter's exit
+
+
+def _main(argv: list[str]) -> int:
     from arena.config.args import BadArgument, check_flags
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["help"] and argv[1:2]:  # `arena help train` = `arena train --help`
         argv = [argv[1], "--help"]
     if argv[:1] == ["--version"]:
@@ -299,7 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return VERBS[verb](rest)
         except (BadInput, BadArgument) as exc:
             return print_bad_input(verb, exc)
-        except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted)
+        except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted), or a full disk
+            if out_of_space(exc):
+                print(f"arena {verb}: {out_of_space_message(exc)}", file=sys.stderr)
+                return EXIT_FAILED
             if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
             return print_bad_input(verb, f"cannot write {exc.filename}: {exc.strerror}; valid: a results_dir= "

@@ -251,3 +251,15 @@ def test_cli_entry(results_dir, capsys):
     for bad in ("0", "-1", "nan", "inf", "five", "101"):
         assert main([f"name={NAME}", f"results_dir={results_dir}", f"min_effect={bad}"]) == 2
         assert f"min_effect={bad!r}: expected a number of points in (0, 100]" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_arena_report_quietly(results_dir, tmp_path):
+    """`arena report ... | true` (the reader gone at once, as `| head -1` after its line): exit 0
+    and nothing on stderr, not a BrokenPipeError traceback."""
+    from tests.test_cli import _piped_into_true
+
+    copy = tmp_path / "results"
+    shutil.copytree(results_dir / "sweeps", copy / "sweeps", ignore=shutil.ignore_patterns("report"))
+    status, err = _piped_into_true(["report", f"name={NAME}", f"results_dir={copy}"], tmp_path)
+    assert (status, err) == (0, ""), err
+    assert (copy / "sweeps" / NAME / "report" / "table.md").exists()  # the report was written whole

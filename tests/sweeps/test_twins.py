@@ -287,3 +287,35 @@ def test_a_copied_cell_gets_its_own_wandb_run_in_the_new_sweep_s_group(sweep_env
     assert run.logged == [(r["step"], {"eval/success_rate": r["eval/success_rate"]}) for r in metrics]
     assert run.config == {"copied_from": str(twin)} and run.finished
     assert run.summary["final_eval_success"] == json.loads((copy / "summary.json").read_text())["final_eval_success"]
+
+
+def test_a_full_disk_during_a_twin_copy_ends_in_a_clear_message(sweep_env, tmp_path, clean_checkout, monkeypatch,
+                                                                 capsys):
+    import errno
+
+    import arena.sweeps.twins as twins_mod
+
+    _grpo_twin(tmp_path, sweep_env)
+
+    def full(path, fill):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(twins_mod, "atomic_write_dir", full)
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("arena sweep: no space left on the device writing ") and "rerun the same command" in err
+    assert "Traceback" not in err
+
+
+def test_a_full_disk_during_a_cell_leaves_a_clear_error_not_a_traceback(tmp_path):
+    import errno
+
+    from arena.sweeps.job import run_cell
+
+    def full(cfg):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "cell" / "metrics.jsonl"))
+
+    assert run_cell(OmegaConf.create({"out": str(tmp_path / "cell")}), env={}, train_fn=full) == "failed"
+    text = (tmp_path / "cell" / "error.txt").read_text()
+    assert text.startswith(f"no space left on the device writing {tmp_path / 'cell' / 'metrics.jsonl'}")
+    assert "Traceback" not in text
