@@ -217,7 +217,7 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
 def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
     from arena.runs.run_log import COMMAND_ENV
 
-    from .launchers import launcher_config, make_executor, start_after
+    from .launchers import launcher_config, make_executor, remove_empty_template_folder, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
     from .twins import code_identity, copy_finished_twins
 
@@ -256,12 +256,15 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
         return run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads, train_fn=train_fn,
                          fail_fast=options.fail_fast, progress_s=options.progress_s, log=log, pool_dir=pool_dir)
 
-    if plan.cells and plan.cells[0].cfg.search.enabled:
-        from .search import search_then_report
+    try:
+        if plan.cells and plan.cells[0].cfg.search.enabled:
+            from .search import search_then_report
 
-        return search_then_report(plan, run, log=log)
-    if plan.auto is not None:
-        from .auto_sweep import run_rounds
+            return search_then_report(plan, run, log=log)
+        if plan.auto is not None:
+            from .auto_sweep import run_rounds
 
-        return run_rounds(plan, run, log=log, bc_stage=bc_stage)
-    return run(plan.cells)
+            return run_rounds(plan, run, log=log, bc_stage=bc_stage)
+        return run(plan.cells)
+    finally:
+        remove_empty_template_folder(plan.results.jobs(plan.name))

@@ -319,3 +319,14 @@ def test_a_full_disk_during_a_cell_leaves_a_clear_error_not_a_traceback(tmp_path
     text = (tmp_path / "cell" / "error.txt").read_text()
     assert text.startswith(f"no space left on the device writing {tmp_path / 'cell' / 'metrics.jsonl'}")
     assert "Traceback" not in text
+
+
+@pytest.mark.slow  # ~20 s: three local worker processes
+def test_a_local_sweep_leaves_no_empty_template_folder_in_jobs(sweep_env, tmp_path):
+    """submitit's local controller makes `jobs/%j` (the template, before the job id is put in) and
+    leaves it empty; the sweep removes it, keeping each job's own `jobs/<job id>/` logs."""
+    assert sweep_main(["dimension=aggregation", "seeds=1", "launcher=local", *sweep_env], train_fn=fake_train.train,
+                      bc_fn=fake_train.bc, log=lambda *_: None) == 0
+    jobs = tmp_path / "sweeps" / "aggregation-smoke" / "jobs"
+    names = {p.name for p in jobs.iterdir()}
+    assert "%j" not in names and any(n.isdigit() for n in names), names
