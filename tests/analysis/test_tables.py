@@ -263,3 +263,23 @@ def test_a_closed_pipe_ends_arena_report_quietly(results_dir, tmp_path):
     status, err = _piped_into_true(["report", f"name={NAME}", f"results_dir={copy}"], tmp_path)
     assert (status, err) == (0, ""), err
     assert (copy / "sweeps" / NAME / "report" / "table.md").exists()  # the report was written whole
+
+
+def test_under_baseline_x_only_x_is_labelled_the_baseline(results_dir):
+    """baseline=gspo: GSPO's rows read "clipping (baseline)"; GRPO's preset group "baseline" reads
+    "default baseline", so no row calls GRPO the baseline of a table compared against GSPO."""
+    text = print_summary_table(results_dir, NAME, baseline="gspo")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert any(line.startswith("| clipping (baseline) | gspo |") for line in rows)
+    assert any(line.startswith("| default baseline | grpo |") for line in rows)
+    assert not any(line.startswith("| baseline |") for line in rows)
+    # the default baseline (GRPO): its group is "baseline" as before
+    assert any(line.startswith("| baseline | grpo |") for line in print_summary_table(results_dir, NAME).splitlines())
+
+
+def test_with_fewer_than_3_seeds_everywhere_the_note_says_no_cell_has_a_ci(results_dir, tmp_path):
+    shutil.copytree(results_dir / "sweeps" / NAME, tmp_path / "sweeps" / NAME, ignore=shutil.ignore_patterns("report"))
+    for summary in (tmp_path / "sweeps" / NAME / "cells").glob("*-s2-report/summary.json"):
+        summary.unlink()  # seed 2 missing everywhere: 2 seeds or fewer per cell
+    text = print_summary_table(tmp_path, NAME, allow_mixed=True)
+    assert "No cell has 3 seeds, so none has a CI." in text and "rests on no seeds" not in text
