@@ -31,7 +31,9 @@ def _int_option(key: str, value: object, low: int) -> int:
 
 
 def _methods(args: Sequence[str]) -> int:
-    """List the method presets with their resolved members and hyperparameters."""
+    """List the method presets with their resolved members and effective hyperparameters (the
+    preset's own and every member's defaults: what a run of the preset uses unless env or po.hp.*
+    overrides them)."""
     from arena.config.verb_args import MethodsArgs, parse_own_args
     from arena.po.compose import resolve
     from arena.po.methods import METHODS
@@ -44,7 +46,7 @@ def _methods(args: Sequence[str]) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
         mask = "off" if po.seq_mask_delta is None else f"delta={po.seq_mask_delta:g}"
-        hp = " ".join(f"{k}={v}" for k, v in po.hp.items())
+        hp = " ".join(f"{k}={v}" for k, v in po.effective_hp().items())  # the preset's and each member's defaults
         print(
             f"{name:9s} {po.group:11s} agg={po.aggregation:19s} clip={po.clipping:5s} mask={mask:11s} "
             f"filter={po.filtering:7s} adv={po.advantage:5s} {hp}\n{'':9s} cites: {METHODS[name].cite}"

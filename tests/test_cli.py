@@ -14,6 +14,16 @@ def test_methods_lists_every_preset(capsys):
     assert sum("cites: paper" in line for line in lines) == len(METHODS)
 
 
+def test_methods_shows_the_effective_hyperparameters(capsys):
+    """Every hyperparameter a run of the preset uses, the members' defaults included: GRPO's
+    advantage member normalises by the std over pooled turns (group_stats, norm_std), which its
+    preset does not set itself; SAPO_SM takes PPO's eps from the clipping default."""
+    assert main(["methods"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")}
+    assert lines["grpo"].endswith("clip_c=3.0 eps_high=0.2 eps_low=0.2 group_stats=pooled_turns norm_std=True")
+    assert "group_stats=pooled_turns norm_std=True seq_mask_delta=0.003 tau_neg=1.05 tau_pos=1.0" in lines["sapo_sm"]
+
+
 def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
     cases = [
         (["frobnicate"], "valid: sweep, status"),
