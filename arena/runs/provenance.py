@@ -27,10 +27,10 @@ def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
     """(sha, dirty) of the repository holding this package, or (None, None) outside git."""
     repo = repo or Path(__file__).resolve().parents[2]
     try:
-        top = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                             timeout=10)
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(repo).resolve():
-            return None, None  # not a checkout of this package (e.g. a snapshot inside another repository)
+        tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "--error-unmatch", "--", str(Path(__file__).resolve())],
+                                 capture_output=True, text=True, timeout=10)
+        if tracked.returncode != 0:
+            return None, None  # this file is not git's (e.g. a snapshot of the package inside another checkout)
         sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return None, None

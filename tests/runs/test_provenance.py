@@ -72,10 +72,31 @@ def test_package_hash_reads_every_file_but_bytecode(tmp_path):
     assert len({first, second, prov.package_hash(tmp_path)}) == 3
 
 
-def test_git_state_ignores_a_repository_around_a_snapshot(tmp_path):
-    """A package copied into a folder inside some other checkout is not that checkout's code."""
+def test_git_state_is_the_checkout_s_only_where_git_tracks_the_package(tmp_path):
+    """A snapshot of the package (SLURM jobs import one) inside some other checkout, untracked
+    there, is not that checkout's code: (None, None). Committed into that checkout (arena inside a
+    larger repository), it is: that commit, clean."""
+    import shutil
     import subprocess
+    import sys
+    from pathlib import Path
 
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "snap").mkdir()
-    assert prov.git_state(tmp_path / "snap") == (None, None)
+    repo = tmp_path / "other"
+    shutil.copytree(Path(prov.__file__).resolve().parents[1], repo / "snap" / "arena",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    (repo / "README").write_text("x")
+    subprocess.run(git + ["add", "README"], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+
+    def state_seen_by_the_snapshot():
+        probe = "from arena.runs.provenance import git_state; print(git_state())"
+        return subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
+                              env={"PYTHONPATH": str(repo / "snap"), "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+    assert state_seen_by_the_snapshot() == "(None, None)"
+    subprocess.run(git + ["add", "snap"], check=True)
+    subprocess.run(git + ["commit", "-qm", "arena inside"], check=True)
+    head = subprocess.run(git[:3] + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert state_seen_by_the_snapshot() == f"('{head}', False)"
