@@ -179,7 +179,10 @@ def copy_finished_twins(cells: Iterable, results: Results, sweep: str, identity:
 
         atomic_write_dir(Path(cell.out), fill)
         copied.append(cell.cell_id)
-        log_copied_run(cell.cfg, cell.cell_id, Path(cell.out), twin)
+        try:  # W&B is a mirror: a failure to log the copy there never stops the sweep
+            log_copied_run(cell.cfg, cell.cell_id, Path(cell.out), twin)
+        except Exception as exc:  # noqa: BLE001 (wandb raises its own kinds)
+            log(f"[sweep] copied {cell.cell_id}, but could not log it to W&B: {type(exc).__name__}: {exc}")
     if copied:
         log(f"[sweep] {len(copied)} cell(s) copied from other sweeps under {results.sweeps} that finished them with "
             f"the same config and code (each has {COPIED_FROM_FILE}; reuse=false trains them again)")
