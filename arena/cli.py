@@ -8,7 +8,8 @@ import errno
 import sys
 from typing import Callable, Sequence
 
-from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, print_bad_input  # noqa: F401
+from arena.cli_errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, out_of_space,  # noqa: F401
+                              out_of_space_message, print_bad_input)
 from arena.cli_help import VERB_HELP, help_text, overview
 
 HELP_FLAGS = ("-h", "--help")
@@ -31,7 +32,9 @@ def _int_option(key: str, value: object, low: int) -> int:
 
 
 def _methods(args: Sequence[str]) -> int:
-    """List the method presets with their resolved members and hyperparameters."""
+    """List the method presets with their resolved members and effective hyperparameters (the
+    preset's own and every member's defaults: what a run of the preset uses unless env or po.hp.*
+    overrides them)."""
     # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.verb_args import MethodsArgs, parse_own_args
     from arena.po.compose import resolve
@@ -45,7 +48,7 @@ def _methods(args: Sequence[str]) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
         mask = "off" if po.seq_mask_delta is None else f"delta={po.seq_mask_delta:g}"
-        hp = " ".join(f"{k}={v}" for k, v in po.hp.items())
+        hp = " ".join(f"{k}={v}" for k, v in po.effective_hp().items())  # the preset's and each member's defaults
         print(
             f"{name:9s} {po.group:11s} agg={po.aggregation:19s} clip={po.clipping:5s} mask={mask:11s} "
             f"filter={po.filtering:7s} adv={po.advantage:5s} {hp}\n{'':9s} cites: {METHODS[name].cite}"
@@ -130,7 +133,7 @@ def _train(args: Sequence[str]) -> int:
     from arena.config.verb_args import TrainArgs, parse_args
     from arena.runs.layout import run_dir
     from arena.config import BadConfig
-    from arena.runs.provenance import pin_git_state
+    from arena.runs.provenance import pin_code_state
     from arena.runs.run_log import recording
 
     parsed = parse_args(TrainArgs, args)
@@ -143,7 +146,7 @@ def _train(args: Sequence[str]) -> int:
         return submit_main(cfg, options.launcher, nodes, dry_run=options.dry_run)
     if options.dry_run:
         return _dry_run(cfg)
-    pin_git_state()  # the commit the run starts from (a checkout may move during a long run)
+    pin_code_state()  # the code the run starts from (a checkout may move during a long run)
     try:
         check_trainable(cfg)
     except BadConfig as exc:
@@ -321,9 +324,19 @@ def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+    from arena.cli_output import tolerate_closed_pipe
+
+    tolerate_closed_pipe()  # `arena methods | head -1`: no BrokenPipeError traceback (arena/cli_output.py)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.stdout.flush()  # here, where a closed pipe is tolerated, not in the interpreter's exit
+
+
+def _main(argv: list[str]) -> int:
+    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
     from arena.config.args import BadArgument, check_flags
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["help"] and argv[1:2]:  # `arena help train` = `arena train --help`
         argv = [argv[1], "--help"]
     if argv[:1] == ["--version"]:
@@ -364,7 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return VERBS[verb](rest)
         except (BadInput, BadArgument) as exc:
             return print_bad_input(verb, exc)
-        except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted)
+        except OSError as exc:  # a results_dir / out this user cannot write (read-only, not permitted), or a full disk
+            if out_of_space(exc):
+                print(f"arena {verb}: {out_of_space_message(exc)}", file=sys.stderr)
+                return EXIT_FAILED
             if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
             return print_bad_input(verb, f"cannot write {exc.filename}: {exc.strerror}; valid: a results_dir= "

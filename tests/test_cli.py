@@ -14,6 +14,16 @@ def test_methods_lists_every_preset(capsys):
     assert sum("cites: paper" in line for line in lines) == len(METHODS)
 
 
+def test_methods_shows_the_effective_hyperparameters(capsys):
+    """Every hyperparameter a run of the preset uses, the members' defaults included: GRPO's
+    advantage member normalises by the std over pooled turns (group_stats, norm_std), which its
+    preset does not set itself; SAPO_SM takes PPO's eps from the clipping default."""
+    assert main(["methods"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")}
+    assert lines["grpo"].endswith("clip_c=3.0 eps_high=0.2 eps_low=0.2 group_stats=pooled_turns norm_std=True")
+    assert "group_stats=pooled_turns norm_std=True seq_mask_delta=0.003 tau_neg=1.05 tau_pos=1.0" in lines["sapo_sm"]
+
+
 def test_bad_verbs_keys_and_backends_exit_2_with_choices(capsys, tmp_path):
     cases = [
         (["frobnicate"], "valid: sweep, status"),
@@ -44,3 +54,41 @@ def test_sweep_only_keys_on_a_one_config_command_exit_2_naming_arena_sweep(capsy
         key = arg.lstrip("+").split("=")[0]
         assert f"{key}= is an option of `arena sweep`" in err and f"drop {key}=" in err
     assert not any(tmp_path.iterdir())  # nothing was trained or written
+
+
+def _piped_into_true(args, tmp_path):
+    """`arena ARGS | true`: the reader exits without reading, so every write to the pipe fails
+    (EPIPE); (arena's exit status, its stderr)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    arena = shlex.join([sys.executable, "-c", "import sys; from arena.cli import main; sys.exit(main())", *args])
+    err = tmp_path / "stderr.txt"
+    done = subprocess.run(["bash", "-c", f"{arena} 2>{shlex.quote(str(err))} | true; "
+                           "echo ${PIPESTATUS[0]}"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    return int(done.stdout.split()[-1]), err.read_text()
+
+
+def test_a_closed_pipe_ends_arena_methods_quietly(tmp_path):
+    status, err = _piped_into_true(["methods"], tmp_path)
+    assert (status, err) == (0, "")
+
+
+def test_a_full_disk_is_a_clear_message_with_exit_1(monkeypatch, capsys):
+    import errno
+
+    import arena.cli as cli
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "/results/sweeps/x/manifest.json")
+
+    monkeypatch.setitem(cli.VERBS, "methods", full)
+    assert main(["methods"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("arena methods: no space left on the device writing /results/sweeps/x/manifest.json "
+                          "(No space left on device): free space there, or pass results_dir= on another disk")

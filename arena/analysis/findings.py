@@ -4,7 +4,13 @@ dir or of committed run tables (docs/testbed.md, "Findings table"; docs/design.m
 Input: one row per run, the columns of the report's runs table (arena.analysis.frames.runs_frame, or
 the `<name>_runs.csv` files of arena.analysis.tidy_csv): sweep, arm, env, seed, final_eval_success,
 initial_eval_success, status, stable, budget, git_sha; optional recorded_in (the commit whose docs
-recorded a run whose commit is not known), command and source (where a transcribed row came from).
+recorded a run whose commit is not known), command and source (where a transcribed row came from),
+config_hash and config_overrides (arena.analysis.frames: the hash of the settings the sweep's cells
+share, and the arm's override keys it leaves out). A row whose config_hash is not today's for its
+budget and env is labelled `<budget>@<hash>`: a former default is not today's. A `csv=` table is
+checked first (`check_run_table`): successes in [0, 1], integer seeds, known statuses, no score
+on a failed or missing row, one row per (sweep, arm, env, seed); a bad row is a ValueError naming
+the file and line (exit 2).
 
 For each comparison `arm - baseline` of each finding and each sweep that holds both arms: the paired
 per-seed differences of the final eval success (points; the mean over environments of seed s), under
@@ -14,6 +20,9 @@ each arm of each sweep: its gain over its own step-0 eval (Holm across the sweep
 """
 from __future__ import annotations
 
+import functools
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -25,7 +34,11 @@ import yaml
 from . import measures, verdicts
 
 FINDINGS_FILE = Path(__file__).with_name("findings.yaml")
-TEXT_COLUMNS = ("sweep", "arm", "env", "status", "budget", "git_sha", "recorded_in", "command", "source")
+TEXT_COLUMNS = ("sweep", "arm", "env", "status", "budget", "git_sha", "recorded_in", "command", "source", "config_hash",
+                "config_overrides")
+STATUSES = ("done", "collapsed", "no_format", "failed", "missing")  # arena.analysis.frames.STATUSES
+UNSCORED = ("failed", "missing")  # statuses that carry no eval success
+PAPER_POINTS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+vs\s+(\d+(?:\.\d+)?)\b")  # "34.03 vs 46.16 (average)"
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,56 @@ def normalise_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for col in ("final_eval_success", "initial_eval_success"):
         runs[col] = pd.to_numeric(runs[col], errors="coerce").astype(float)
     runs["stable"] = [_stable_value(v) for v in runs["stable"]] if "stable" in runs else None
+    runs["budget"] = budget_labels(runs)
     return runs
+
+
+@functools.lru_cache(maxsize=None)
+def todays_settings_hash(budget: str, env: str, overrides: str) -> Optional[str]:
+    """settings_hash of today's `budget=<budget> env=<env>` (leaving out the `overrides` keys, comma
+    separated), or None when today's configs have no such budget or env."""
+    from arena.config import load_config
+    from arena.config.load import settings_hash
+
+    try:
+        return settings_hash(load_config([f"budget={budget}", f"env={env}"]), [k for k in overrides.split(",") if k])
+    except Exception:  # a budget or env that is gone: no today's config to match
+        return None
+
+
+def budget_labels(runs: pd.DataFrame) -> list[str]:
+    """Each row's budget, as `<budget>@<config_hash>` where its settings are not today's budget's
+    (a row with no config_hash keeps its label: transcribed rows name their keys in `command`)."""
+    return [b if not (b and h) or h == todays_settings_hash(b, e, o) else f"{b}@{h}"
+            for b, e, h, o in zip(runs["budget"], runs["env"], runs["config_hash"], runs["config_overrides"])]
+
+
+def check_run_table(frame: pd.DataFrame, path: Path) -> None:
+    """ValueError naming `path` and the line of the first bad row (module docstring); line 1 is the header."""
+    def bad(i: int, what: str) -> ValueError:
+        return ValueError(f"{path}, line {i + 2}: {what}")
+
+    for i, row in frame.iterrows():
+        seed = pd.to_numeric(pd.Series([row.get("seed")]), errors="coerce").iloc[0]
+        if pd.isna(seed) or float(seed) != int(seed):
+            raise bad(i, f"seed={row.get('seed')!r}; valid: an integer")
+        for col in ("final_eval_success", "initial_eval_success"):
+            value = pd.to_numeric(pd.Series([row.get(col)]), errors="coerce").iloc[0]
+            if pd.notna(row.get(col)) and not (pd.notna(value) and 0.0 <= value <= 1.0):
+                raise bad(i, f"{col}={row.get(col)!r}; valid: empty or a fraction in [0, 1]")
+        status = row.get("status")
+        if "status" in frame and status not in STATUSES:
+            raise bad(i, f"status={status!r}; valid: {', '.join(STATUSES)}")
+        if status in UNSCORED and pd.notna(row.get("final_eval_success")):
+            raise bad(i, f"status={status} with final_eval_success={row['final_eval_success']!r}; a {status} run "
+                         "has no score: leave final_eval_success empty")
+    key = frame[["sweep", "arm", "env"]].astype(str).assign(seed=pd.to_numeric(frame["seed"]).astype(int))
+    twice = key.duplicated(keep=False)
+    if twice.any():
+        lines = [i + 2 for i in frame.index[twice]]
+        first = key[twice].iloc[0]
+        raise ValueError(f"{path}, lines {', '.join(map(str, lines))}: (sweep, arm, env, seed) = ({first['sweep']}, "
+                         f"{first['arm']}, {first['env']}, {first['seed']}) more than once; valid: one row per run")
 
 
 def read_run_tables(path: str | Path) -> pd.DataFrame:
@@ -82,6 +144,8 @@ def read_run_tables(path: str | Path) -> pd.DataFrame:
     # a report's runs table (analysis/tidy_csv.py export) has no sweep column: its file names it
     frames = [frame if "sweep" in frame else frame.assign(sweep=f.name.removesuffix("_runs.csv"))
               for f, frame in zip(files, frames)]
+    for f, frame in zip(files, frames):
+        check_run_table(frame, f)
     runs = normalise_runs(pd.concat(frames, ignore_index=True))
     return measures.add_measures(runs, _metrics_beside(files, frames) if _needs_curves() else None)
 
@@ -191,11 +255,46 @@ def agreement(verdict: str, sign: Optional[int]) -> str:
     return "agrees" if (verdict == verdicts.BETTER) == (sign > 0) else "opposite"
 
 
+def paper_points(paper: str) -> Optional[float]:
+    """The paper's difference in points where its text gives both numbers ("34.03 vs 46.16" ->
+    -12.13); None where it gives a relative change or a direction only."""
+    match = PAPER_POINTS.match(paper)
+    return float(match.group(1)) - float(match.group(2)) if match else None
+
+
+def paper_in_interval(points: Optional[float], low: float, high: float) -> Optional[bool]:
+    """Whether the paper's difference lies in the interval; None without a number or a finite interval."""
+    if points is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    return bool(low <= points <= high)
+
+
+def vs_paper(verdict: str, sign: Optional[int], points: Optional[float], inside: Optional[bool]) -> str:
+    """The direction (`agreement`) and, where the paper gives a number in points, whether it lies in the interval."""
+    direction = agreement(verdict, sign)
+    if inside is None:
+        return direction
+    return f"{direction}; paper's {points:+.1f} {'inside' if inside else 'outside'} the interval"
+
+
 def _comparison_columns(d: pd.Series, c: "verdicts.Comparison") -> dict:
     """The statistics of one comparison, as findings.csv holds them."""
     return {"seeds": seeds_text(d.index), "n": c.n, "per_seed": " / ".join(f"{v:+.1f}" for v in d),
             "mean": c.mean, "low": c.low, "high": c.high, "p": c.p, "p_adjusted": c.p_adjusted, "mde": c.mde,
             "verdict": c.verdict, "seeds_needed": c.seeds_needed, "note": c.note}
+
+
+def _paper_columns(claim: Claim, c: "verdicts.Comparison", confirmed: bool = True) -> dict:
+    """vs_paper (direction, and the paper's number against the interval), paper_points, paper_in_interval.
+    A better/worse that the mixture-null rule does not confirm counts as unresolved against the paper
+    (docs/methods.md §14); the paper's numbers are final successes, so only a finding measured on
+    `final` is held against them."""
+    verdict = c.verdict if confirmed or c.verdict in (verdicts.NO_DIFFERENCE, verdicts.UNDERPOWERED) \
+        else verdicts.UNDERPOWERED
+    points = paper_points(claim.paper) if claim.measure == measures.FINAL else None
+    inside = paper_in_interval(points, c.low, c.high)
+    return {"vs_paper": vs_paper(verdict, claim.sign, points, inside), "paper_points": points,
+            "paper_in_interval": "" if inside is None else ("yes" if inside else "no")}
 
 
 def _sweep_columns(rows: pd.DataFrame) -> dict:
@@ -244,8 +343,7 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
                 out.append({"kind": "finding", "finding": finding, "comparison": f"{display(c.arm)} - {display(c.baseline)}",
                             "measure": c.measure, "paper": c.paper, "cite": c.cite, **_sweep_columns(pair),
                             **_comparison_columns(held[i], family[i]), **collapse,
-                            "vs_paper": agreement(family[i].verdict if collapse["confirmed"] or family[i].verdict in (
-                                verdicts.NO_DIFFERENCE, verdicts.UNDERPOWERED) else verdicts.UNDERPOWERED, c.sign),
+                            **_paper_columns(c, family[i], collapse["confirmed"]),
                             "stable": f"{stability_text(rows[rows['arm'] == c.arm])} / "
                                       f"{stability_text(rows[rows['arm'] == c.baseline])}",
                             "fell": f"{fell_text(rows[rows['arm'] == c.arm])} / {fell_text(rows[rows['arm'] == c.baseline])}"})
@@ -271,14 +369,17 @@ def gain_rows(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) ->
 
 def _num(x, fmt: str = "+.1f") -> str:
     """x in `fmt`; "-" for a missing number; a non-zero x that would print as 0.0 gets two decimals."""
-    if x is None or (isinstance(x, float) and np.isnan(x)):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     text = format(x, fmt)
     return format(x, fmt.replace(".1f", ".2f")) if x != 0 and float(text) == 0 else text
 
 
 def _effect(row) -> str:
-    """"+21.9 [+2.8, +41.0]" (mean and the family-adjusted interval)."""
+    """"+21.9 [+2.8, +41.0]" (mean and the family-adjusted interval); "+5.0 [no bound at n=2]" where
+    the interval is unbounded (equal differences on too few seeds for the sign-flip test to reach alpha)."""
+    if any(isinstance(row[k], float) and math.isinf(row[k]) for k in ("low", "high")):
+        return f"{_num(row['mean'])} [no bound at n={int(row['n'])}]"
     return f"{_num(row['mean'])} [{_num(row['low'])}, {_num(row['high'])}]"
 
 
@@ -330,6 +431,9 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
     measured = "; ".join(f"{m}: {text}" for m, text in measures.MEASURES.items())
     out = [f"Findings (confirmatory): arm - baseline on the same seed, on the finding's measure (points; {measured}). "
            f"Verdict rule: {rule}.", ""]
+    if any("@" in b for b in runs["budget"]):
+        out[-1:-1] = ["", "A budget written `<budget>@<hash>` is not today's budget of that name: the hash of its runs' "
+                          "settings (config.yaml without seed, PO and arm overrides) differs from today's."]
     out += _md_table(["finding", "comparison", "measure", "paper", "sweep (budget; commit)", "seeds", "d [CI]", "per seed", "p (Holm)", "MDE",
                       "verdict", "collapsed or unstable: arm / baseline", "vs paper", "stable: arm / baseline", "fell below start: arm / baseline"],
                      _finding_lines(findings))
@@ -345,8 +449,8 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
 
 
 CSV_COLUMNS = ("kind", "finding", "comparison", "measure", "paper", "cite", "sweep", "budget", "commit", "seeds", "n", "per_seed",
-               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "collapsed", "vs_paper", "stable", "fell", "note",
-               "command")
+               "mean", "low", "high", "p", "p_adjusted", "mde", "verdict", "seeds_needed", "collapsed", "vs_paper", "paper_points",
+               "paper_in_interval", "stable", "fell", "note", "command")
 
 
 def render_csv(findings: pd.DataFrame, gain: pd.DataFrame) -> str:

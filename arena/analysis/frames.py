@@ -20,6 +20,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from arena.config import resolve_po
+from arena.config.load import settings_hash
 from arena.po.methods import METHODS
 from arena.runs.folder import RunFolder
 from arena.runs.layout import Results
@@ -30,18 +31,22 @@ CHOICES = ("method", "group", "aggregation", "clipping", "seq_mask_delta", "filt
 RUN_HP = ("lr", "kl_coef", "entropy_coef", "group_size", "batch_envs", "ppo_epochs", "ppo_mini_batch_size",
           "ppo_num_mini_batches", "steps", "budget", "backend")
 SUMMARY_KEYS = ("final_eval_success", "initial_eval_success", "var_last20", "noise_floor", "theta", "stable",
-                "n_eval", "wall_seconds", "git_sha", "git_dirty", "host", "slurm_job_id")
+                "n_eval", "wall_seconds", "git_sha", "git_dirty", "code_hash", "host", "slurm_job_id")
 ID_COLUMNS = ("sweep", "run", "arm", "env", "seed", "role", "status")
 STATUSES = ("done", "collapsed", "no_format", "failed", "missing")
 
 
-def _choices_from_config(path: Path) -> dict[str, Any]:
-    """The resolved choices and hyperparameters of a run's config.yaml (an OmegaConf dump)."""
+def _choices_from_config(path: Path, overrides: Any = None) -> dict[str, Any]:
+    """The resolved choices and hyperparameters of a run's config.yaml (an OmegaConf dump), and
+    the hash of the settings its sweep's cells share (`config_hash`: arena.config.load.settings_hash,
+    leaving out the keys of the arm's `overrides`, named in `config_overrides`)."""
     cfg = OmegaConf.load(path)
     po = resolve_po(cfg)
     out: dict[str, Any] = {dim: getattr(po, dim) for dim in CHOICES}
     out.update({f"hp.{k}": v for k, v in po.effective_hp().items()})
     out.update({k: cfg.get(k) for k in RUN_HP})
+    keys = sorted({str(k).split(".")[0] for k in (overrides or {})} - {"po"})
+    out.update(config_hash=settings_hash(cfg, keys), config_overrides=",".join(keys))
     return out
 
 
@@ -52,7 +57,7 @@ def _run_row(results_dir: Path, name: str, cell: dict[str, Any]) -> dict[str, An
     method = cell.get("method")
     row.update({"method": method, "group": METHODS[method].group if method in METHODS else None})
     if run.config_file.exists():
-        row.update(_choices_from_config(run.config_file))
+        row.update(_choices_from_config(run.config_file, cell.get("overrides")))
     summary = run.summary()
     if summary is not None:
         row["status"] = summary.get("status", "done")

@@ -34,11 +34,22 @@ from .verdicts import MIN_EFFECT
 from .tables import render_confirmatory_csv, render_csv, render_latex, render_markdown
 
 def check_git_shas(runs: pd.DataFrame, *, allow_mixed: bool = False) -> list[str]:
-    """The distinct git SHAs of the finished runs; ValueError if more than one (unless allowed)."""
+    """The distinct git SHAs of the finished runs; ValueError if more than one, or if their jobs
+    recorded more than one code hash (the package files each job ran: arena.runs.provenance;
+    e.g. the checkout edited mid-sweep under one commit), unless allowed."""
     shas = sorted({s for s in runs["git_sha"] if isinstance(s, str) and s})
-    if len(shas) > 1 and not allow_mixed:
+    hashes = runs["code_hash"] if "code_hash" in runs else pd.Series(dtype=object)
+    counts = hashes[hashes.map(lambda h: isinstance(h, str) and bool(h))].value_counts()
+    if allow_mixed:
+        return shas
+    if len(shas) > 1:
         raise ValueError(f"runs come from mixed git SHAs: {', '.join(shas)}; rerun them at one commit or pass "
                          "allow_mixed=true")
+    if len(counts) > 1:
+        found = ", ".join(f"{h[:12]} ({n} run{'s' * (n != 1)})" for h, n in counts.items())
+        raise ValueError(f"runs come from mixed code: their jobs ran different package files ({found}), "
+                         f"under {'git SHA ' + shas[0] if shas else 'no git SHA'}; rerun them with one version of "
+                         "the code or pass allow_mixed=true")
     return shas
 
 

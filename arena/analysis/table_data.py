@@ -195,7 +195,9 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
     twin_cmp = compare_columns(twins, envs + [AVG], min_effect=min_effect, alpha=alpha)
     diff_cmp = compare_columns(diffs, envs + [AVG], min_effect=min_effect, alpha=alpha)
     cell_rows, arm_rows = [], []
-    for group, arm in order:
+    moved = base if baseline is not None and baseline != baseline_arm(manifest) else None  # baseline=X, X not GRPO
+    for preset_group, arm in order:
+        group = group_label(preset_group, arm, moved)
         method = runs.loc[runs["arm"] == arm, "method"].iloc[0]
         final = {e: _values(final_by_seed.get((arm, e), {})) for e in envs}  # env -> [n_seeds]
         start = {e: _values(start_by_seed.get((arm, e), {})) for e in envs}  # env -> [n_seeds]
@@ -215,6 +217,17 @@ def build_table(runs: pd.DataFrame, manifest: dict[str, Any], chosen: dict[tuple
         arm_rows.append(_arm_row(arm, method, group, base, final, {e: _values(base_final[e]) for e in envs}, flags,
                                  chosen, envs))
     return pd.DataFrame(cell_rows), pd.DataFrame(arm_rows)
+
+
+def group_label(group: str, arm: str, base: Optional[str]) -> str:
+    """The table's group column: the preset's group; under baseline=X (`base`: X, when it is not
+    the default baseline arm) "baseline" names X only: X's row reads "<its group> (baseline)" and
+    the rows of the preset group "baseline" (GRPO's) read "default baseline"."""
+    if base is None:
+        return group
+    if arm == base:
+        return group if group == "baseline" else f"{group} (baseline)"
+    return "default baseline" if group == "baseline" else group
 
 
 def _arm_row(arm: str, method: str, group: str, base: Optional[str], final: dict[str, np.ndarray],

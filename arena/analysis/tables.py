@@ -163,14 +163,16 @@ def notes(cells: pd.DataFrame) -> list[str]:
     min_effect = float(cells["min_effect"].iloc[0])
     per_env = cells[cells["env"] != AVG]
     counts = sorted({int(n) for n in per_env["n_seeds"] if n >= stats.MIN_SEEDS_FOR_CI})
-    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}" if counts else "no"
+    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}" if counts else ""
     coverage = [stats.percentile_ci_coverage_note(n) for n in counts[:1]]
+    rests = (f"Each rests on {seeds} seeds per env. " if counts else
+             f"No cell has {stats.MIN_SEEDS_FOR_CI} seeds, so none has a CI. ")
     return [
         "Cells: mean ± std over seeds [95% CI] (n = seeds that finished; failed and missing runs are counted, "
         "never scored). Avg (final, start): the mean of the per-env statistics.",
         f"Score CIs (final success, IQM, P): percentile bootstrap, {stats.N_RESAMPLES} resamples, seeds resampled "
-        f"within each env (stratified); fewer than {stats.MIN_SEEDS_FOR_CI} seeds: n<3, no CI. Each rests on {seeds} "
-        "seeds per env. " + (f"With {coverage[0]}. " if coverage else "") + "They describe; no verdict comes from them.",
+        f"within each env (stratified); fewer than {stats.MIN_SEEDS_FOR_CI} seeds: n<3, no CI. " + rests
+        + (f"With {coverage[0]}. " if coverage else "") + "They describe; no verdict comes from them.",
         f"Paired: d_s = arm_s - {base}_s on seeds both finished (the same seed: the same BC start and eval rooms); "
         "gain: d_s = final_s - start_s. Avg: d_s averaged over envs, on the seeds paired in every env; n = those "
         "seeds. Interval: the paired t-interval at the family-adjusted level (all d_s equal: \"tied\", none below 6 seeds).",

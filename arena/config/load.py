@@ -288,3 +288,18 @@ def cell_id(cfg: DictConfig) -> str:
     plain["po"] = resolve_po(cfg).flat()
     blob = json.dumps(plain, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# what differs between the cells of one sweep: the seed, the arm and its PO (settings_hash leaves them out)
+PER_CELL_KEYS = ("seed", "po")
+
+
+def settings_hash(cfg: DictConfig, overrides: Any = ()) -> str:
+    """A hash of the settings a sweep's cells share: the resolved config without the keys that
+    don't change the result (as cell_id), the seed, the PO and the top-level keys an arm overrides
+    (`overrides`: e.g. ppo_num_mini_batches; po.* keys are in the PO already). Two runs of one
+    budget at one code have the same hash; a budget whose defaults changed since has another."""
+    skip = set(NOT_IN_CELL_ID) | set(PER_CELL_KEYS) | {str(k).split(".")[0] for k in overrides or ()}
+    plain = without_hashed_defaults({k: v for k, v in to_plain(cfg).items() if k not in skip})
+    blob = json.dumps(plain, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]

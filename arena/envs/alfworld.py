@@ -16,12 +16,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET, EnvUnavailableError
-from .spec import EnvSpec
+from .spec import AT_LEAST_ONE, EnvSpec
 from .textworld_episode import PlaysTextWorld, TextWorldEpisode, acquire_env, release_env
 
 # ALFWorld's split folders under $ALFWORLD_DATA (alfworld base_config.yaml).
@@ -120,7 +120,7 @@ def resolve_data_dir(data_dir: Optional[str]) -> Path:
 @dataclass(frozen=True)
 class AlfworldKwargs:
     """env.kwargs of alfworld (arena.envs.spec): the one place for their defaults."""
-    max_turns: int = DEFAULT_MAX_TURNS
+    max_turns: int = field(default=DEFAULT_MAX_TURNS, metadata=AT_LEAST_ONE)
     data_dir: Optional[str] = None  # None: $ALFWORLD_DATA
     train_split: str = "train"
     eval_split: str = "eval_in_distribution"

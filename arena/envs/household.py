@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -33,7 +33,7 @@ from .base import EVAL_SEED_OFFSET, VAL_SEED_OFFSET, EnvUnavailableError
 from .household_games import (COMMITTED_POOL_DIR, EVAL_SIZES, LARGE_EVAL_GAMES, LARGE_FIRST_EXTRA_TRAIN,
                               LARGE_FIRST_VAL, LARGE_SIZES, MANIFEST_NAME, SPLITS, default_cache_dir,
                               ensure_large_pool, games_folder, large_pool_layout, read_manifest, verified_game)
-from .spec import EnvSpec
+from .spec import AT_LEAST_ONE, EnvSpec
 from .textworld_episode import PlaysTextWorld, TextWorldEpisode, acquire_env, release_env
 
 POOLS = ("committed", "large")
@@ -96,7 +96,7 @@ class BadHouseholdPool(EnvUnavailableError, ValueError):
 @dataclass(frozen=True)
 class HouseholdKwargs:
     """env.kwargs of household (arena.envs.spec): the one place for their defaults."""
-    max_turns: int = DEFAULT_MAX_TURNS
+    max_turns: int = field(default=DEFAULT_MAX_TURNS, metadata=AT_LEAST_ONE)
     pool: str = "committed"  # POOLS
     cache_dir: Optional[str] = None  # the large pool's cache; None: household_games.default_cache_dir()
     n_large: int = DEFAULT_LARGE_GAMES  # games of the large pool (LARGE_SIZES)

@@ -9,6 +9,7 @@ order docs/sandbox.md gives; the security review reads it as one piece.)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import selectors
 import shutil
@@ -20,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+logger = logging.getLogger(__name__)
 
 UID_POOL_BASE = 1_500_000_000  # dedicated sandbox uids: UID_POOL_BASE + slot (no passwd entry)
 UID_POOL_SIZE = 256
@@ -36,8 +39,11 @@ TMPFS_INODES = 4096  # files per private tmpfs; plain mode: files the code may l
 WATCH_INTERVAL_S = 0.05  # plain mode: how often what the code wrote to the host is measured
 BOOTSTRAP = (Path(__file__).parent / "sandbox_child.py").read_text(encoding="utf-8")
 SYSV_IPC_TABLES = {"shm": "-m", "msg": "-q", "sem": "-s"}  # /proc/sysvipc/<table>, ipcrm flag
-# seccomp comparisons (libseccomp's enum scmp_compare): arg == a; (arg & a) == b
-CMP_EQ, CMP_MASKED_EQ = 4, 7
+# seccomp comparisons (libseccomp's enum scmp_compare): (arg & a) == b. Every rule is a masked
+# compare: the kernel reads socket()'s family and type as 32-bit ints, while seccomp sees the
+# whole 64-bit register, so a plain `arg == a` misses `family | 1 << 32`
+CMP_MASKED_EQ = 7
+LOW_32_BITS = 0xFFFFFFFF  # the int the kernel reads out of a 64-bit argument
 AF_UNIX, AF_INET, AF_INET6, AF_PACKET, AF_VSOCK = 1, 2, 10, 17, 40
 SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF  # socket type, below the SOCK_NONBLOCK/SOCK_CLOEXEC bits
 KEYRING_CALLS = ("add_key", "keyctl", "request_key")
@@ -85,9 +91,11 @@ def seccomp_rules(plan: Plan) -> list:
     socketpair (sendmsg may name any unix socket path; stream pairs ignore it, so asyncio
     and multiprocessing keep theirs); the kernel keyring, which outlives the call per uid;
     io_uring, which makes sockets without the socket syscall. Plain mode, which has no
-    network or IPC namespace, also: inet and packet sockets, SysV IPC, POSIX message queues."""
+    network or IPC namespace, also: inet and packet sockets, SysV IPC, POSIX message queues.
+    The family is compared on its low 32 bits ((arg & 0xFFFFFFFF) == family), which is all the
+    kernel reads; the socketpair type on its low 4 (the type without SOCK_NONBLOCK/CLOEXEC)."""
     families = [AF_UNIX, AF_VSOCK] + ([] if plan.namespace_cmd else [AF_INET, AF_INET6, AF_PACKET])
-    rules = [["socket", [[0, CMP_EQ, family, 0]]] for family in families]
+    rules = [["socket", [[0, CMP_MASKED_EQ, LOW_32_BITS, family]]] for family in families]
     rules.append(["socketpair", [[1, CMP_MASKED_EQ, SOCK_TYPE_MASK, SOCK_DGRAM]]])
     calls = [*KEYRING_CALLS, *IO_URING_CALLS]
     if not plan.namespace_cmd:
@@ -123,6 +131,20 @@ def processes_of_uid(uid: int) -> dict[int, int]:
     return found
 
 
+def run_helper(argv: list, timeout: float = 10.0) -> bool:
+    """Run a clean-up helper (no input, output dropped); False, with a warning, when it did not
+    finish within `timeout` (subprocess.run kills it then). A clean-up never raises out of a
+    call: the tool call's result stands, and what the helper did not remove is logged."""
+    try:
+        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=timeout, check=False)
+        return True
+    except subprocess.TimeoutExpired:
+        logger.warning("sandbox clean-up helper %s timed out after %.0f s; what it was to remove may be left",
+                       argv[0], timeout)
+        return False
+
+
 def _kill_uid(uid: int, interpreter: str) -> None:
     """SIGKILL every process of `uid`: a helper that becomes `uid` and calls kill(-1, SIGKILL)
     (atomic with respect to fork), repeated until /proc shows none left."""
@@ -130,8 +152,7 @@ def _kill_uid(uid: int, interpreter: str) -> None:
     for _ in range(20):
         if not processes_of_uid(uid):
             return
-        subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        run_helper([interpreter, "-I", "-S", "-c", script])
         time.sleep(0.01)
 
 
@@ -171,8 +192,7 @@ def forget_state_of_uid(uid: int, interpreter: str, mqueues: bool) -> None:
     number = KEYCTL_SYSCALL.get(os.uname().machine)
     script = (REMOVE_MQUEUES.format(uid=uid) if mqueues else "") + (
         CLEAR_KEYRINGS.format(uid=uid, nr=number) if number is not None else "")
-    subprocess.run([interpreter, "-I", "-S", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=10, check=False)
+    run_helper([interpreter, "-I", "-S", "-c", script])
 
 
 def _kill_all(proc: subprocess.Popen, plan: Plan, uid: Optional[int]) -> None:
@@ -359,8 +379,7 @@ def remove_sysv_ipc_of_uid(uid: int) -> None:
     """Remove the SysV IPC objects a pool uid left (root only; `ipcrm` from util-linux)."""
     for table, ids in sysv_ipc_of_uid(uid).items():
         args = [arg for i in ids for arg in (SYSV_IPC_TABLES[table], str(i))]
-        subprocess.run(["ipcrm", *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False, timeout=10)
+        run_helper(["ipcrm", *args])
 
 
 def _read_capped(proc, timeout, limit, kill_all, over_cap=None) -> tuple[bytes, bytes, bool, bool]:

@@ -17,7 +17,7 @@ Action validity follows the authors' WebShop projection, which checks the format
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .base import EVAL_SEED_OFFSET
@@ -27,7 +27,7 @@ from .shop_pages import (BACK, BUY, NEXT, PREV, SEARCH_PAGE, item_buttons, page_
                          parse_action, render_item, render_results, results_buttons)
 from .shop_reward import purchase_score
 from .shop_search import cached_search
-from .spec import EnvSpec
+from .spec import AT_LEAST_ONE, EnvSpec
 
 DEFAULT_MAX_TURNS = 15
 NO_OP_PREFIX = "Nothing happens.\n"
@@ -44,8 +44,8 @@ INSTRUCTION = (
 @dataclass(frozen=True)
 class ShopKwargs:
     """env.kwargs of shop (arena.envs.spec): the one place for their defaults."""
-    max_turns: int = DEFAULT_MAX_TURNS
-    n_products: int = 3000  # catalogue size
+    max_turns: int = field(default=DEFAULT_MAX_TURNS, metadata=AT_LEAST_ONE)
+    n_products: int = field(default=3000, metadata=AT_LEAST_ONE)  # catalogue size
     catalogue_seed: int = 0
     win_reward: float = 10.0
 

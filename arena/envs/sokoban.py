@@ -12,13 +12,13 @@ The episode also ends (done=True, won=False) after `max_turns` turns.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from .sokoban_gen import generate_room
 from .sokoban_room import ACTIONS, LEGEND, Renderer, Room, direction_offsets, parse_layout
 from .sokoban_solver import live_cells, plan_states, solve, try_move
-from .spec import EnvSpec
+from .spec import AT_LEAST_ONE, valid, EnvSpec
 
 
 def _room_shape(dim) -> tuple[int, int]:
@@ -44,13 +44,16 @@ def _instruction(render_wall: bool) -> str:
     )
 
 
+ROOM_DIM = valid(_room_shape, "an integer >= 4 or [rows, cols], each >= 4 (outer wall included)")
+
+
 @dataclass(frozen=True)
 class SokobanKwargs:
     """env.kwargs of sokoban (arena.envs.spec): the one place for their defaults."""
-    dim: Any = 5  # an int (square) or [rows, cols], outer wall included
-    num_boxes: int = 1
-    depth: int = 40  # reverse-play depth of the room generator
-    max_turns: int = 15
+    dim: Any = field(default=5, metadata=ROOM_DIM)  # an int (square) or [rows, cols], outer wall included
+    num_boxes: int = field(default=1, metadata=AT_LEAST_ONE)
+    depth: int = field(default=40, metadata=AT_LEAST_ONE)  # reverse-play depth of the room generator
+    max_turns: int = field(default=15, metadata=AT_LEAST_ONE)
     render_wall: bool = False
     step_penalty: float = -0.1
     box_on_target_reward: float = 1.0

@@ -7,7 +7,10 @@ names the module):
 - `kwargs`: a frozen dataclass with one typed field per `env.kwargs` key and its default. It is
   the one place for the defaults: the environment's constructor and every hook read them from
   it. A config's `env.kwargs` is parsed like a Hydra structured config (`OmegaConf.structured`):
-  an unknown key or a value of the wrong type is an error that names the valid keys.
+  an unknown key or a value of the wrong type is an error that names the valid keys. A field
+  whose metadata holds `valid(check, text)` (e.g. `AT_LEAST_ONE`, `POSITIVE`) is also range
+  checked: a value outside it is an error that names the valid range (so `arena train/sweep`
+  exit 2 before any job, not the job at its first episode).
 - `factory(**kwargs) -> Env`: builds one environment (the constructor; it parses its keywords
   into `kwargs` itself, so a direct call gets the same defaults).
 - Hooks, each optional, each given the parsed kwargs (never raw keywords, so no hook restates a
@@ -25,12 +28,23 @@ names the module):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 
 class EnvKwargsError(ValueError):
-    """An `env.kwargs` key the environment does not take, or a value of the wrong type."""
+    """An `env.kwargs` key the environment does not take, or a value of the wrong type or range."""
+
+
+def valid(check: Callable[[Any], bool], text: str) -> dict:
+    """A kwargs field's metadata: `check(value)` must hold (an exception counts as false); `text`
+    names the valid values. Use: `max_turns: int = field(default=4, metadata=AT_LEAST_ONE)`."""
+    return {"valid": (check, text)}
+
+
+AT_LEAST_ONE = valid(lambda v: v >= 1, "an integer >= 1")
+POSITIVE = valid(lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 
 
 @dataclass(frozen=True)
@@ -59,9 +73,25 @@ class EnvSpec:
                                  f"valid: {', '.join(sorted(self.key_names()))}")
         try:
             merged = OmegaConf.merge(OmegaConf.structured(self.kwargs), dict(kwargs))
-            return OmegaConf.to_object(merged)
+            parsed = OmegaConf.to_object(merged)
         except OmegaConfBaseException as err:
             key = str(getattr(err, "full_key", "") or "").split(".")[0]
             expected = {f.name: f.type for f in dataclasses.fields(self.kwargs)}.get(key, "?")
             raise EnvKwargsError(f"env.kwargs.{key}={kwargs.get(key)!r} for env {self.name}: "
                                  f"{str(err).splitlines()[0]}; valid: a value of type {expected}") from err
+        self.check_ranges(parsed)
+        return parsed
+
+    def check_ranges(self, parsed: Any) -> None:
+        """EnvKwargsError for the first field whose value is outside its `valid` range."""
+        for f in dataclasses.fields(self.kwargs):
+            if "valid" not in f.metadata:
+                continue
+            check, text = f.metadata["valid"]
+            value = getattr(parsed, f.name)
+            try:
+                ok = bool(check(value))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise EnvKwargsError(f"env.kwargs.{f.name}={value!r} for env {self.name}; valid: {text}")

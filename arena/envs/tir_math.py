@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Optional
 
 from . import sandbox
 from .base import EnvUnavailableError
 from .math_problems import LEVELS, Problem, generate, load_problems
-from .spec import EnvSpec
+from .spec import AT_LEAST_ONE, POSITIVE, EnvSpec
 
 PREFIXES = ("python:", "answer:")
 MAX_ANSWER_CHARS = 200  # longer answers are wrong without parsing (bounds math_verify's work)
@@ -111,11 +111,11 @@ def _code_of(action_body: str) -> str:
 class TirMathKwargs:
     """env.kwargs of tir_math (arena.envs.spec): the one place for their defaults."""
     level: str = "easy"  # math_problems.LEVELS
-    max_turns: int = 4
+    max_turns: int = field(default=4, metadata=AT_LEAST_ONE)
     problems_path: Optional[str] = None  # a JSONL of problems instead of generated ones
-    sandbox_timeout: float = 5.0  # seconds per tool call
+    sandbox_timeout: float = field(default=5.0, metadata=POSITIVE)  # seconds per tool call
     sandbox_mode: str = "auto"  # sandbox.MODES
-    output_chars: int = 400  # tool output shown, at most
+    output_chars: int = field(default=400, metadata=AT_LEAST_ONE)  # tool output shown, at most
     expert_uses_tool: bool = True
 
 

@@ -36,6 +36,8 @@ import torch
 import torch.nn.functional as F
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
+from .hf_cache import cache_kwargs, output_cache
+
 from .micro_threads import ordered_map, worker_count
 from .packed_layers import PackedLayer, rope_by_roll, rotary_tables
 
@@ -330,7 +332,7 @@ class HFCacheDecoder:
         self.mask = mask.long()  # [B, P]
         out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=prompt_positions(mask),
                          use_cache=True, logits_to_keep=1)
-        self.cache = out.past_key_values
+        self.cache = output_cache(out)
         return out.logits[:, -1]  # [B, V]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -338,9 +340,9 @@ class HFCacheDecoder:
         self.mask = torch.cat([self.mask, ones], dim=1)  # [B, S+1]
         out = self.model(
             input_ids=tokens[:, None], attention_mask=self.mask, position_ids=positions[:, None],
-            past_key_values=self.cache, use_cache=True,
+            use_cache=True, **cache_kwargs(self.cache),
         )
-        self.cache = out.past_key_values
+        self.cache = output_cache(out)
         return out.logits[:, -1]  # [B, V]
 
     def keep(self, rows: torch.Tensor) -> None:

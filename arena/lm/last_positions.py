@@ -25,6 +25,7 @@ from transformers.masking_utils import create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .attention import ATTENTION
+from .hf_cache import cache_kwargs, output_cache
 from .decoding import rope, runs_layer_by_layer
 
 BOOLEAN_MASK_ATTENTION = (ATTENTION, "sdpa")
@@ -43,19 +44,19 @@ def last_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     n_new = input_ids.shape[1]
     if not trim or keep >= n_new or not trims(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                    past_key_values=past_key_values, use_cache=use_cache, logits_to_keep=keep)
-        return out.logits, out.past_key_values
+                    use_cache=use_cache, logits_to_keep=keep, **cache_kwargs(past_key_values))
+        return out.logits, output_cache(out)
     base = model.model
     hidden = base.embed_tokens(input_ids)  # [B, S, H]
     if use_cache and past_key_values is None:
         past_key_values = DynamicCache(config=model.config)
     # [B, 1, S, S_past + S] bool (True: may attend), or None where the kernel's own causal mask does
     mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=attention_mask,
-                              past_key_values=past_key_values, position_ids=position_ids)
+                              position_ids=position_ids, **cache_kwargs(past_key_values))
     cos_sin = base.rotary_emb(hidden, position_ids)  # ([B, S, D], [B, S, D])
     for layer in base.layers[:-1]:
         hidden = layer(hidden, attention_mask=mask, position_embeddings=cos_sin, position_ids=position_ids,
-                       past_key_values=past_key_values, use_cache=use_cache)  # [B, S, H]
+                       use_cache=use_cache, **cache_kwargs(past_key_values))  # [B, S, H]
     hidden = _last_layer_at(base.layers[-1], hidden, mask, cos_sin, past_key_values, keep)  # [B, k, H]
     return model.lm_head(base.norm(hidden)), (past_key_values if use_cache else None)  # [B, k, V]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from .decoding import prompt_positions
+from .hf_cache import cache_kwargs
 from .last_positions import last_logits
 
 # Share prompts only when at most this fraction of the rows' prompts is distinct: near 1 the second
@@ -59,7 +60,7 @@ def response_logits(model, prompt_ids, prompt_mask, response_ids, response_mask,
                               use_cache=True, trim=trim_last_layer)  # [U, 1, V]; per layer [U, Hkv, P, D] keys and values
     cache.reorder_cache(source)  # per layer [N, Hkv, P, D]
     tail = model(input_ids=response_ids.long(), attention_mask=mask, position_ids=positions[:, width:],
-                 past_key_values=cache, use_cache=True, logits_to_keep=n_response)
+                 use_cache=True, logits_to_keep=n_response, **cache_kwargs(cache))
     last_prompt = head[source]  # [N, 1, V]: predicts response token 0
     return torch.cat([last_prompt, tail.logits[:, :-1]], dim=1)  # [N, T, V]
 

@@ -1,13 +1,17 @@
 """W&B logging (docs/design.md §F): offline by default, WANDB_MODE honoured, flat config keys,
-group = <name>/<arm>/<env>, id = `wandb_run_id`: the cell id plus a hash of (where the run
-belongs, cell id), deterministic, so a resume continues the same W&B run while the same cell
-in two sweeps, or in a sweep and an `arena train` run, gets two runs that never merge.
+group = <name>/<arm>/<env>, id = `wandb_run_id`: the cell id plus random hex, made once and kept
+in the run folder (`wandb_id.txt`), so a resume continues the same W&B run while any other
+folder (the same cell in two sweeps, two results dirs with the same sweep name, two people who
+reproduce the same job) gets its own run, and runs never merge when synced.
+A cell copied from another sweep (arena/sweeps/twins.py) gets its own id and is logged under
+the new sweep's group (`log_copied_run`), so each sweep's W&B view is whole.
 The local metrics.jsonl stays the source of truth; W&B is a mirror."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
+import secrets
 from pathlib import Path
 from typing import Any, Optional
 
@@ -36,16 +40,23 @@ def flat_config(cfg) -> dict[str, Any]:
     return out
 
 
-def wandb_run_id(cfg, cell: str, run_dir: Path) -> str:
-    """`<cell>-<8 hex>`: the hex is sha256 of [scope, cell], scope = "sweep:<name>" for a sweep
-    cell (its folder is <results_dir>/sweeps/<name>/cells/<cell>, arena.runs.layout.Results.cell),
-    else "train:<run folder>" (`arena train`, also with name=). A resume (same sweep and cell, or
-    the same run folder) gets the same id; nothing else shares it."""
-    folder = Path(run_dir).resolve()
-    in_sweep = bool(cfg.name) and folder == Results.of(cfg).cell(str(cfg.name), cell)
-    scope = f"sweep:{cfg.name}" if in_sweep else f"train:{folder}"
-    digest = hashlib.sha256(json.dumps([scope, cell]).encode()).hexdigest()[:8]
-    return f"{cell}-{digest}"
+def wandb_run_id(cell: str, run_dir: Path) -> str:
+    """`<cell>-<12 random hex>`, read from `<run_dir>/wandb_id.txt`, or made and written there
+    the first time (module docstring). A file that holds anything else is replaced."""
+    from arena.io.atomic import atomic_write_text
+    from .layout import WANDB_ID_FILE
+
+    path = Path(run_dir) / WANDB_ID_FILE
+    try:
+        kept = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        kept = ""
+    if re.fullmatch(re.escape(cell) + r"-[0-9a-f]{12}", kept):
+        return kept
+    made = f"{cell}-{secrets.token_hex(6)}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, made + "\n")
+    return made
 
 
 def wandb_init_kwargs(cfg, cell: str, run_dir: Path, *, job_type: str = "train") -> dict[str, Any]:
@@ -57,7 +68,7 @@ def wandb_init_kwargs(cfg, cell: str, run_dir: Path, *, job_type: str = "train")
         "entity": cfg.wandb.entity,
         "group": f"{name}/{arm}/{cfg.env.name}",
         "name": f"{arm}-{cfg.env.name}-s{cfg.seed}",
-        "id": wandb_run_id(cfg, cell, run_dir),
+        "id": wandb_run_id(cell, run_dir),
         "resume": "allow",
         "job_type": job_type,
         "tags": [f"env:{cfg.env.name}", f"arm:{arm}", f"budget:{cfg.budget}", f"backend:{cfg.backend}"],
@@ -68,9 +79,34 @@ def wandb_init_kwargs(cfg, cell: str, run_dir: Path, *, job_type: str = "train")
     }
 
 
+def wandb_enabled(cfg) -> bool:
+    return bool(cfg.wandb.enabled) and os.environ.get("WANDB_MODE") != "disabled"
+
+
 def init_wandb(cfg, cell: str, run_dir: Path, *, job_type: str = "train") -> Optional[Any]:
-    if not cfg.wandb.enabled or os.environ.get("WANDB_MODE") == "disabled":
+    if not wandb_enabled(cfg):
         return None
     import wandb
 
     return wandb.init(**wandb_init_kwargs(cfg, cell, run_dir, job_type=job_type))
+
+
+def log_copied_run(cfg, cell: str, run_dir: Path, source: Path) -> bool:
+    """Log a copied cell (its folder `run_dir`, copied from `source`) as a W&B run of this
+    sweep: its own id, this sweep's group, job type "copy", `copied_from` in the config, each
+    metrics.jsonl row at its step and the summary. False when W&B is off for `cfg`."""
+    from .folder import RunFolder
+
+    wb = init_wandb(cfg, cell, run_dir, job_type="copy")
+    if wb is None:
+        return False
+    try:
+        run = RunFolder(run_dir)
+        wb.config.update({"copied_from": str(source)}, allow_val_change=True)
+        for row in run.read_metrics():
+            wb.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, step=row["step"])
+        summary = run.summary() or {}
+        wb.summary.update({k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))})
+    finally:
+        wb.finish()
+    return True

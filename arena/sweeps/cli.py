@@ -5,9 +5,12 @@ input, with the valid choices listed, and nothing launched; 1 when one or more c
 """
 from __future__ import annotations
 
+import sys
+
 from typing import Callable, Optional
 
-from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_bad_input  # noqa: F401
+from arena.cli_errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, out_of_space,  # noqa: F401
+                              out_of_space_message, print_bad_input)
 from arena.config.verb_args import Parsed, SearchArgs, StatusArgs, SweepArgs, parse_args, parse_overrides, parse_own_args
 from arena.runs.layout import ERROR_FILE, check_name
 
@@ -74,6 +77,11 @@ def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
         outcome = execute(plan, options, train_fn=train_fn, bc_fn=bc_fn, log=log)
     except SweepBusy as exc:
         return _bad("sweep", exc)
+    except OSError as exc:  # a full disk while copying a finished twin or writing the sweep's files
+        if not out_of_space(exc):
+            raise
+        print(f"arena sweep: {out_of_space_message(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     return _finish(plan, outcome, log)
 
 

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from arena import malloc_tuning
 from arena.backends import backend_of
+from arena.cli_errors import out_of_space, out_of_space_message
 from arena.runs.folder import RunFolder
 from arena.runs.layout import SUMMARY_FILE
 from arena.runs.lock import CellLock
@@ -64,7 +65,10 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
 
 def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
              train_fn: Optional[Callable] = None) -> str:
+    from arena.runs.provenance import pin_code_state
+
     set_job_env(env, threads)
+    pin_code_state()  # the code this cell runs, read now (not the driver's at the sweep's start)
     run = RunFolder(cfg.out, expect_cell_id=Path(cfg.out).name)  # a sweep cell's folder is named by its id
     if run.done:
         return DONE
@@ -85,8 +89,8 @@ def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
         try:
             with recording(run.path):  # command.txt and run.log (arena.runs.run_log)
                 code = (train_fn or default_train_fn)(cfg)
-        except Exception:
-            run.write_error(traceback.format_exc())
+        except Exception as exc:
+            _write_error_if_room(run, f"{out_of_space_message(exc)}\n" if out_of_space(exc) else traceback.format_exc())
             return FAILED
         if run.done:
             return DONE
@@ -94,6 +98,15 @@ def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
             problem = run.summary_problem()
             run.write_error(f"training returned exit code {code} without a valid {SUMMARY_FILE} ({problem})\n")
         return FAILED
+
+
+def _write_error_if_room(run: RunFolder, text: str) -> None:
+    """error.txt, unless the disk is too full to hold even that (the outcome says failed anyway)."""
+    try:
+        run.write_error(text)
+    except OSError as exc:
+        if not out_of_space(exc):
+            raise
 
 
 def run_bc(cfg, *, env: dict[str, str], threads: Optional[int] = None, bc_fn: Optional[Callable] = None) -> str:

@@ -144,6 +144,16 @@ def make_executor(
                            max_num_timeout=max_num_timeout)
 
 
+def remove_empty_template_folder(folder: Path) -> None:
+    """Remove `folder/%j` when it is empty: submitit's local job controller makes the folder named
+    by the template itself (`mkdir` before the job id is put in), next to the real `<job id>/`
+    folders, and leaves it empty."""
+    try:
+        (Path(folder) / "%j").rmdir()
+    except OSError:  # absent, or (never by arena) not empty
+        pass
+
+
 def slurm_parameters(settings: Mapping[str, Any], *, timeout_min: int, cpus: int) -> dict:
     """submitit AutoExecutor parameters from a slurm launcher's settings (null keys left out)."""
     params = {SLURM_PARAMETERS[k]: settings[k] for k in SLURM_PARAMETERS if settings.get(k) is not None}

@@ -207,7 +207,7 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
 
 def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
     # lazy: keeps submitit out of this module's import
-    from .launchers import launcher_config, make_executor, start_after
+    from .launchers import launcher_config, make_executor, remove_empty_template_folder, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]
@@ -242,8 +242,11 @@ def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, 
         return run_cells(cells, executor=executor, parallel=parallel, env=env, threads=threads, train_fn=train_fn,
                          fail_fast=options.fail_fast, progress_s=options.progress_s, log=log, pool_dir=pool_dir)
 
-    if plan.cells and plan.cells[0].cfg.search.enabled:
-        return search_then_report(plan, run, log=log)
-    if plan.auto is not None:
-        return run_rounds(plan, run, log=log, bc_stage=bc_stage)
-    return run(plan.cells)
+    try:
+        if plan.cells and plan.cells[0].cfg.search.enabled:
+            return search_then_report(plan, run, log=log)
+        if plan.auto is not None:
+            return run_rounds(plan, run, log=log, bc_stage=bc_stage)
+        return run(plan.cells)
+    finally:
+        remove_empty_template_folder(plan.results.jobs(plan.name))

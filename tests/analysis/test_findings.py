@@ -73,7 +73,12 @@ def test_one_finding_is_one_holm_family_within_a_sweep():
     assert (cispo["p"], sapo["p"]) == (pytest.approx(p1, rel=1e-6), pytest.approx(p2, rel=1e-6))
     assert (cispo["p_adjusted"], sapo["p_adjusted"]) == (pytest.approx(2 * p1, rel=1e-6), pytest.approx(p2, rel=1e-6))
     assert (cispo["verdict"], sapo["verdict"]) == (verdicts.BETTER, verdicts.UNDERPOWERED)
-    assert (cispo["vs_paper"], sapo["vs_paper"]) == ("agrees", "unresolved")
+    # the paper's numbers: CISPO_SM - CISPO = 78.88 - 54.12 = +24.76, SAPO_SM - SAPO = 76.92 - 25.16 = +51.76.
+    # The intervals are at most mean +- t(0.9875, df 2) = 6.21 x sd / sqrt 3 (Holm's widest level for 2):
+    # [12 - 7.2, 12 + 7.2] = [4.8, 19.2] and [6 - 19.0, 6 + 19.0] = [-13.0, 25.0]: both numbers lie outside
+    assert (cispo["vs_paper"], sapo["vs_paper"]) == ("agrees; paper's +24.8 outside the interval",
+                                                     "unresolved; paper's +51.8 outside the interval")
+    assert (cispo["paper_points"], cispo["paper_in_interval"]) == (pytest.approx(24.76), "no")
     assert cispo["per_seed"] == "+10.0 / +12.0 / +14.0" and cispo["seeds"] == "0-2" and cispo["mean"] == pytest.approx(12)
     assert (cispo["sweep"], cispo["budget"], cispo["commit"]) == ("hand", "stress", "recorded in abc1234")
 
@@ -187,3 +192,75 @@ def test_readme_findings_are_verdicts_of_the_committed_findings_table():
     claims = re.findall(r"^  - (.+?) [+-][\d.]+ \[.*?\] points, \*\*(.+?)\*\* \(.*?`(.+?)`", block, re.M)
     assert len(claims) >= 3
     assert [c for c in claims if (c[0], c[2], c[1]) not in rows] == []
+
+
+def test_vs_paper_says_whether_the_paper_s_number_lies_in_the_interval():
+    # F1: CISPO - GRPO = -10, -12, -14 on seeds 0-2, alone in its family (SAPO has no runs): mean -12,
+    # sd 2, interval -12 +- t(0.975, df 2) = 4.303 x 2 / sqrt 3 = -12 +- 4.97 = [-16.97, -7.03]. The paper:
+    # 34.03 - 46.16 = -12.13, inside. GSPO - GRPO: the paper gives a relative change (no points):
+    # the direction only. F4's GRPO_DS - GRPO: no direction stated ("-").
+    rows = pair("cispo", "grpo", [-10, -12, -14]) + pair("gspo", "grpo", [3, 5, 7])
+    found = F.finding_rows(runs_table(rows), F.load_claims()).set_index("comparison")
+    cispo, gspo = found.loc["CISPO - GRPO"], found.loc["GSPO - GRPO"]
+    assert (cispo["low"], cispo["high"]) == (pytest.approx(-16.968, abs=1e-3), pytest.approx(-7.032, abs=1e-3))
+    assert cispo["vs_paper"] == "agrees; paper's -12.1 inside the interval" and cispo["paper_in_interval"] == "yes"
+    assert gspo["vs_paper"] == "agrees" and pd.isna(gspo["paper_points"]) and gspo["paper_in_interval"] == ""
+    assert F.paper_points("no direction stated") is None and F.paper_points("49.71 vs 48.08 (average)") == \
+        pytest.approx(1.63)
+
+
+def test_smoke_data_prints_no_infinite_interval():
+    # two seeds with equal differences (+1, +1): the sign-flip p = 2^(1-2) = 0.5 never reaches alpha, so the
+    # interval is unbounded; the table says so instead of printing [-inf, +inf]
+    found = F.finding_rows(runs_table(pair("gspo", "grpo", [1, 1])), F.load_claims())
+    row = found.set_index("comparison").loc["GSPO - GRPO"]
+    assert math.isinf(row["low"]) and math.isinf(row["high"])
+    text = F.render_markdown(runs_table(pair("gspo", "grpo", [1, 1])), found, F.gain_rows(runs_table(pair("gspo", "grpo", [1, 1]))))
+    assert "inf" not in text and "+1.0 [no bound at n=2]" in text
+
+
+def _write_table(path, rows):
+    header = "sweep,arm,env,seed,status,stable,final_eval_success,initial_eval_success,budget\n"
+    path.write_text(header + "".join(line + "\n" for line in rows))
+    return path
+
+
+GOOD = ["s,grpo,sokoban,0,done,true,0.5,0.3,stress", "s,gspo,sokoban,0,done,true,0.6,0.3,stress"]
+
+
+@pytest.mark.parametrize("bad_row, message", [
+    ("s,gspo,sokoban,1,done,true,1.5,0.3,stress", "line 4: final_eval_success=1.5; valid: empty or a fraction in [0, 1]"),
+    ("s,gspo,sokoban,1,done,true,0.5,-0.1,stress", "line 4: initial_eval_success=-0.1"),
+    ("s,gspo,sokoban,1.5,done,true,0.5,0.3,stress", "line 4: seed=1.5; valid: an integer"),
+    ("s,gspo,sokoban,x,done,true,0.5,0.3,stress", "line 4: seed='x'; valid: an integer"),
+    ("s,gspo,sokoban,1,failed,,0.9,0.3,stress", "line 4: status=failed with final_eval_success=0.9"),
+    ("s,gspo,sokoban,1,finished,true,0.9,0.3,stress", "line 4: status='finished'; valid: done, collapsed"),
+    ("s,gspo,sokoban,0,done,true,0.7,0.3,stress", "lines 3, 4: (sweep, arm, env, seed) = (s, gspo, sokoban, 0) more "
+                                                   "than once"),
+])
+def test_a_bad_csv_row_exits_2_naming_the_file_and_line(tmp_path, capsys, bad_row, message):
+    path = _write_table(tmp_path / "s_runs.csv", GOOD + [bad_row])
+    assert main(["findings", f"csv={path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"arena findings: {path}, ") and message in err, err
+    _write_table(path, GOOD + ["s,gspo,sokoban,1,failed,,,0.3,stress"])  # a failed row without a score is fine
+    assert main(["findings", f"csv={path}"]) == 0
+
+
+def test_a_former_default_is_labelled_by_its_settings_hash(tmp_path, capsys):
+    """A row whose config_hash is today's budget=stress for sokoban keeps the label; another hash
+    (a default that changed since) is written stress@<hash>, with a note."""
+    from arena.config import load_config
+    from arena.config.load import settings_hash
+
+    today = settings_hash(load_config(["budget=stress", "env=sokoban"]))
+    path = tmp_path / "s_runs.csv"
+    path.write_text("sweep,arm,env,seed,status,stable,final_eval_success,initial_eval_success,budget,config_hash\n"
+                    + "".join(f"{sweep},{arm},sokoban,{seed},done,true,{0.4 + 0.1 * (arm == 'gspo') + 0.01 * seed},0.3,"
+                              f"stress,{h}\n" for sweep, h in (("now", today), ("then", "0badc0de"))
+                              for arm in ("grpo", "gspo") for seed in range(3)))
+    runs = F.read_run_tables(path)
+    assert set(zip(runs["sweep"], runs["budget"])) == {("now", "stress"), ("then", "stress@0badc0de")}
+    assert main(["findings", f"csv={path}"]) == 0
+    out = capsys.readouterr().out
+    assert "then (budget stress@0badc0de;" in out and "now (budget stress;" in out and "is not today's budget" in out

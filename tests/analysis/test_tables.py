@@ -261,6 +261,20 @@ def test_mixed_shas_refused(results_dir, tmp_path):
     assert (write_report(tmp_path, NAME, allow_mixed=True, figures=False) / "table.md").exists()
 
 
+def test_mixed_code_under_one_sha_refused(results_dir, tmp_path):
+    """Every run at the one commit, but two jobs ran other package files (the checkout edited
+    mid-sweep): their own code records (code_hash) differ, so the report refuses them."""
+    shutil.copytree(results_dir / "sweeps" / NAME, tmp_path / "sweeps" / NAME, ignore=shutil.ignore_patterns("report"))
+    cells = sorted((tmp_path / "sweeps" / NAME / "cells").glob("*/summary.json"))
+    for i, summary in enumerate(cells):
+        code_hash = "e" * 64 if i < 2 else "c" * 64  # two runs on edited files, the rest on the commit's
+        summary.write_text(json.dumps({**json.loads(summary.read_text()), "code_hash": code_hash}))
+    with pytest.raises(ValueError, match="mixed code: .*cccccccccccc \\(\\d+ runs\\), "
+                                         "eeeeeeeeeeee \\(2 runs\\)\\), under git SHA a1b2c3d"):
+        write_report(tmp_path, NAME, figures=False)
+    assert (write_report(tmp_path, NAME, allow_mixed=True, figures=False) / "table.md").exists()
+
+
 def test_cli_entry(results_dir, capsys):
     assert main(["name=nope", f"results_dir={results_dir}"]) == 2
     assert main(["nme=x"]) == 2
@@ -270,3 +284,35 @@ def test_cli_entry(results_dir, capsys):
     for bad in ("0", "-1", "nan", "inf", "five", "101"):
         assert main([f"name={NAME}", f"results_dir={results_dir}", f"min_effect={bad}"]) == 2
         assert f"min_effect={bad!r}: expected a number of points in (0, 100]" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_arena_report_quietly(results_dir, tmp_path):
+    """`arena report ... | true` (the reader gone at once, as `| head -1` after its line): exit 0
+    and nothing on stderr, not a BrokenPipeError traceback."""
+    from tests.test_cli import _piped_into_true
+
+    copy = tmp_path / "results"
+    shutil.copytree(results_dir / "sweeps", copy / "sweeps", ignore=shutil.ignore_patterns("report"))
+    status, err = _piped_into_true(["report", f"name={NAME}", f"results_dir={copy}"], tmp_path)
+    assert (status, err) == (0, ""), err
+    assert (copy / "sweeps" / NAME / "report" / "table.md").exists()  # the report was written whole
+
+
+def test_under_baseline_x_only_x_is_labelled_the_baseline(results_dir):
+    """baseline=gspo: GSPO's rows read "clipping (baseline)"; GRPO's preset group "baseline" reads
+    "default baseline", so no row calls GRPO the baseline of a table compared against GSPO."""
+    text = print_summary_table(results_dir, NAME, baseline="gspo")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert any(line.startswith("| clipping (baseline) | gspo |") for line in rows)
+    assert any(line.startswith("| default baseline | grpo |") for line in rows)
+    assert not any(line.startswith("| baseline |") for line in rows)
+    # the default baseline (GRPO): its group is "baseline" as before
+    assert any(line.startswith("| baseline | grpo |") for line in print_summary_table(results_dir, NAME).splitlines())
+
+
+def test_with_fewer_than_3_seeds_everywhere_the_note_says_no_cell_has_a_ci(results_dir, tmp_path):
+    shutil.copytree(results_dir / "sweeps" / NAME, tmp_path / "sweeps" / NAME, ignore=shutil.ignore_patterns("report"))
+    for summary in (tmp_path / "sweeps" / NAME / "cells").glob("*-s2-report/summary.json"):
+        summary.unlink()  # seed 2 missing everywhere: 2 seeds or fewer per cell
+    text = print_summary_table(tmp_path, NAME, allow_mixed=True)
+    assert "No cell has 3 seeds, so none has a CI." in text and "rests on no seeds" not in text

@@ -5,6 +5,7 @@ and reruns the same command. Per-step seeds and sampler seeds are functions of (
 and the checkpoint restores model, optimizer and RNG, so the resumed run must reproduce the
 uninterrupted run's rows exactly, with every step once."""
 import json
+import re
 
 import pytest
 
@@ -14,7 +15,7 @@ from arena.runs.layout import run_dir
 from arena.config import cell_id, load_config
 from arena.runs import RunFolder
 from arena.runs.summary import paired_gain_se
-from arena.runs.wandb_log import wandb_init_kwargs
+from arena.runs.wandb_log import wandb_init_kwargs, wandb_run_id
 
 ARGS = ["env=sanity", "budget=sanity", "steps=4", "save_freq=2", "test_freq=2", "eval.n=16", "wandb.enabled=false"]
 
@@ -96,6 +97,23 @@ def test_wandb_init_arguments_offline(tmp_path, monkeypatch):
     json.dumps(conf)  # flat and serialisable
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert wandb_init_kwargs(cfg, "x", tmp_path)["mode"] == "disabled"  # WANDB_MODE is honoured
+
+
+def test_wandb_run_id_is_random_made_once_and_kept_in_the_run_folder(tmp_path):
+    """The same sweep name and cell in two results dirs (two people reproducing the main job)
+    get two ids; one folder keeps its id across restarts (a resume continues its run)."""
+    ids, again = [], []
+    for results in ("a", "b"):
+        cfg = load_config(["po.method=grpo", "name=main", "arm=grpo", f"results_dir={tmp_path / results}"])
+        cell = cell_id(cfg)
+        folder = tmp_path / results / "sweeps" / "main" / "cells" / cell
+        ids.append(wandb_init_kwargs(cfg, cell, folder)["id"])
+        again.append(wandb_init_kwargs(cfg, cell, folder)["id"])
+    assert ids[0] != ids[1] and again == ids
+    assert ids[1] == (folder / "wandb_id.txt").read_text().strip()
+    assert all(re.fullmatch(re.escape(cell) + "-[0-9a-f]{12}", i) for i in ids)
+    (folder / "wandb_id.txt").write_text("someone-elses-id\n")  # not this cell's: replaced
+    assert wandb_run_id(cell, folder) not in ("someone-elses-id", ids[1])
 
 
 def test_wandb_offline_run_resumes_the_same_id(tmp_path, monkeypatch):

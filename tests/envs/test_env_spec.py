@@ -73,3 +73,35 @@ def test_a_wrongly_typed_env_kwarg_exits_2_before_anything_runs(capsys, tmp_path
     err = capsys.readouterr().err
     assert "max_turns" in err and "many" in err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("env, kwargs, message", [
+    ("sokoban", {"dim": "abc"}, "env.kwargs.dim='abc' for env sokoban; valid: an integer >= 4 or [rows, cols]"),
+    ("sokoban", {"dim": 3}, "env.kwargs.dim=3 for env sokoban; valid: an integer >= 4"),
+    ("sokoban", {"dim": [5, 2]}, "env.kwargs.dim=[5, 2] for env sokoban"),
+    ("sokoban", {"num_boxes": 0}, "env.kwargs.num_boxes=0 for env sokoban; valid: an integer >= 1"),
+    ("sokoban", {"max_turns": -1}, "env.kwargs.max_turns=-1"),
+    ("tir_math", {"sandbox_timeout": 0}, "env.kwargs.sandbox_timeout=0.0 for env tir_math; valid: a finite number > 0"),
+    ("tir_math", {"sandbox_timeout": -1}, "env.kwargs.sandbox_timeout=-1.0"),
+    ("tir_math", {"output_chars": 0}, "env.kwargs.output_chars=0"),
+    ("shop", {"n_products": 0}, "env.kwargs.n_products=0 for env shop; valid: an integer >= 1"),
+    ("household", {"max_turns": 0}, "env.kwargs.max_turns=0 for env household"),
+])
+def test_a_value_out_of_range_is_refused_naming_the_range(env, kwargs, message):
+    with pytest.raises(EnvKwargsError) as err:
+        parse_kwargs(env, **kwargs)
+    assert message in str(err.value)
+    # the edges that are valid: dim 4 (a 2x2 floor inside the wall), [4, 6], a short positive timeout
+    parse_kwargs("sokoban", dim=4), parse_kwargs("sokoban", dim=[4, 6]), parse_kwargs("tir_math", sandbox_timeout=0.01)
+
+
+@pytest.mark.parametrize("verb, override", [("train", "env.kwargs.dim=abc"), ("sweep", "env.kwargs.dim=abc"),
+                                            ("train", "env=tir_math env.kwargs.sandbox_timeout=0")])
+def test_an_out_of_range_env_kwarg_exits_2_before_any_job(capsys, tmp_path, verb, override):
+    args = [verb, *override.split(), f"results_dir={tmp_path}", "budget=smoke", "wandb.enabled=false"]
+    if verb == "sweep":
+        args += ["dimension=aggregation", "seeds=1", "launcher=debug"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"arena {verb}: ") and "valid: " in err and ("dim='abc'" in err or "sandbox_timeout=0" in err)
+    assert not any(tmp_path.iterdir())  # no job, nothing written

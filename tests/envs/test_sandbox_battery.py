@@ -14,6 +14,17 @@ UNIX_CONNECT = ("import sys\nfor m in ('socket', '_socket'): sys.modules.pop(m, 
                 "for path in {paths}:\n    try:\n        s = socket.socket(socket.AF_UNIX)\n"
                 "        s.connect(path); s.sendall(b'x'); print('connected', repr(path))\n"
                 "    except OSError as e:\n        print(repr(path), e)")
+# socket(family | 1 << 32, ...) through the raw syscall: the kernel reads the family as a
+# 32-bit int, so a filter that compares all 64 bits lets it through (docs/sandbox.md, Layers)
+RAW_SOCKET = ("import ctypes, os, sys\nfor m in ('socket', '_socket'): sys.modules.pop(m, None)\nimport socket\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\nnr = {{'x86_64': 41, 'aarch64': 198}}[os.uname().machine]\n"
+              "def raw(family, kind):\n    fd = libc.syscall(nr, ctypes.c_long(family | 1 << 32), ctypes.c_long(kind), 0)\n"
+              "    print('socket', family, fd, os.strerror(ctypes.get_errno()) if fd < 0 else '')\n"
+              "    return socket.socket(fileno=fd) if fd >= 0 else None\n")
+UNIX_CONNECT_HIGH_BITS = RAW_SOCKET + (
+    "for path in {paths}:\n    s = raw(socket.AF_UNIX, socket.SOCK_STREAM)\n    if s:\n        try:\n"
+    "            s.connect(path); s.sendall(b'h'); print('connected', repr(path))\n"
+    "        except OSError as e:\n            print(repr(path), e)")
 ATTACKS = {
     # the trainer's own files: its ~/.netrc (0600), and a 0600 secret and a 0644 file in a dir
     # outside every tmp dir and outside its home
@@ -34,6 +45,15 @@ ATTACKS = {
     # 0666 one outside every tmp dir, and an abstract one
     "unix_socket_run": UNIX_CONNECT.format(paths="[{run_public!r}, {run_private!r}, {temp!r}]"),
     "unix_socket_elsewhere": UNIX_CONNECT.format(paths="[{elsewhere!r}, {abstract!r}]"),
+    # the same sockets, and the loopback services, with the family's high 32 bits set; a vsock
+    # socket (the hypervisor, which no network namespace covers) the same way
+    "unix_high_bits_run": UNIX_CONNECT_HIGH_BITS.replace("{paths}", "[{run_public!r}, {run_private!r}, {temp!r}]"),
+    "unix_high_bits_elsewhere": UNIX_CONNECT_HIGH_BITS.replace("{paths}", "[{elsewhere!r}, {abstract!r}]"),
+    "inet_high_bits": RAW_SOCKET + "s = raw(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                      "if s: print('udp', s.sendto(b'h', ('127.0.0.1', {udp})))\n"
+                      "s = raw(socket.AF_INET, socket.SOCK_STREAM)\n"
+                      "if s: s.settimeout(2); s.connect(('127.0.0.1', {tcp})); s.sendall(b'h'); print('tcp sent')",
+    "vsock_high_bits": RAW_SOCKET + "print('vsock made' if raw(40, socket.SOCK_STREAM) else 'vsock refused')",
     # state left for the next call
     "keyring_left": "import ctypes, os\nnr = {{'x86_64': 248, 'aarch64': 217}}[os.uname().machine]\n"
                     "print('add_key', [ctypes.CDLL(None).syscall(nr, b'user', b'arena-{token}', b'x', 1, "
@@ -126,10 +146,14 @@ def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
         "read_parent_environ": values["secret_env"] not in text("read_parent_environ"),
         "kill_parent": "kill_parent" in results,  # the trainer lived to report it
         "kill_everything": host["trainer_survived"],
-        "tcp_localhost": not host["tcp_received"],
-        "udp_localhost": not host["udp_received"],
-        "unix_socket_run": not any(host["unix_received"][k] for k in ("run_public", "run_private", "temp")),
-        "unix_socket_elsewhere": not (host["unix_received"]["elsewhere"] or host["unix_received"]["abstract"]),
+        "tcp_localhost": b"x" not in host["tcp_received"],
+        "udp_localhost": b"x" not in host["udp_received"],
+        "unix_socket_run": not any(b"x" in host["unix_received"][k] for k in ("run_public", "run_private", "temp")),
+        "unix_socket_elsewhere": not any(b"x" in host["unix_received"][k] for k in ("elsewhere", "abstract")),
+        "unix_high_bits_run": not any(b"h" in host["unix_received"][k] for k in ("run_public", "run_private", "temp")),
+        "unix_high_bits_elsewhere": not any(b"h" in host["unix_received"][k] for k in ("elsewhere", "abstract")),
+        "inet_high_bits": b"h" not in host["tcp_received"] | host["udp_received"],
+        "vsock_high_bits": "vsock made" not in text("vsock_high_bits"),
         "keyring_left": next_call["keys"] == [-1, -1],
         "mqueue_left": next_call["mq"] == -1 and not host["mq_on_host"],
         "sticky_subdir_file_left": not host["sticky_left_on_host"] and not next_call["files"][2],
@@ -146,16 +170,33 @@ def verdicts(results: dict, values: dict, host: dict) -> dict[str, str]:
 
 def host_state(values: dict, tcp_server, udp_server, unix_servers: dict, trainer_survived: bool) -> dict:
     """What the host sees after the battery (servers: listening sockets with a short timeout;
-    `unix_servers`: {name: listening unix socket}, where a connection made is already queued)."""
+    `unix_servers`: {name: listening unix socket}, where a connection made is already queued).
+    Each server's entry is the set of payloads that reached it: b"x" from the plain attacks,
+    b"h" from the high-bit ones."""
     import ctypes
     import socket
 
-    def received(server, receive) -> bool:
-        try:
-            receive(server)
-            return True
-        except (socket.timeout, BlockingIOError):
-            return False
+    def accepted(server) -> set:
+        payloads = set()
+        while True:
+            try:
+                connection, _ = server.accept()
+            except (socket.timeout, BlockingIOError):
+                return payloads
+            with connection:
+                connection.settimeout(0.1)
+                try:
+                    payloads.add(connection.recv(16))
+                except (socket.timeout, OSError):
+                    payloads.add(b"")
+
+    def datagrams(server) -> set:
+        payloads = set()
+        while True:
+            try:
+                payloads.add(server.recvfrom(16)[0])
+            except (socket.timeout, BlockingIOError):
+                return payloads
 
     with open("/proc/sysvipc/shm") as f:
         keys = {int(line.split()[0]) for line in list(f)[1:]}
@@ -166,9 +207,9 @@ def host_state(values: dict, tcp_server, udp_server, unix_servers: dict, trainer
     return {
         "victim_files": sorted(os.listdir(values["victim"])),
         "trainer_survived": trainer_survived,
-        "tcp_received": received(tcp_server, lambda s: s.accept()),
-        "udp_received": received(udp_server, lambda s: s.recvfrom(16)),
-        "unix_received": {name: received(s, lambda s: s.accept()) for name, s in unix_servers.items()},
+        "tcp_received": accepted(tcp_server),
+        "udp_received": datagrams(udp_server),
+        "unix_received": {name: accepted(s) for name, s in unix_servers.items()},
         "shm_key_on_host": values["key"] in keys,
         "tmp_left_on_host": any(os.path.exists(p) for p in (f"/tmp/arena-left-{token}",
                                                             f"/dev/shm/arena-left-{token}")),

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from arena.envs import sandbox
+from arena.envs import sandbox, sandbox_process
 from arena.envs.tir_math import TirMathEnv
 from tests.envs import sandbox_nobody
 
@@ -300,3 +300,66 @@ def test_mode_in_force_is_what_an_env_records():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# socket(family | 1 << 32, type, 0) through the raw syscall, for each family seccomp refuses in
+# the mode; the kernel reads the family as a 32-bit int, so without a masked compare these made
+# AF_UNIX, AF_INET, AF_INET6, AF_PACKET and AF_VSOCK sockets. Then the x32 ABI's socket number
+# (0x40000000 | 41), which libseccomp's x86_64 filter kills (SIGSYS) as a foreign architecture
+HIGH_BIT_SOCKETS = textwrap.dedent("""
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = {{'x86_64': 41, 'aarch64': 198}}[os.uname().machine]
+    for family, kind in {families}:
+        fd = libc.syscall(nr, ctypes.c_long(family | 1 << 32), ctypes.c_long(kind), 0)
+        print(family, fd, ctypes.get_errno() if fd < 0 else 0, flush=True)
+    if os.uname().machine == 'x86_64':
+        print('x32', libc.syscall(0x40000000 | 41, 1, 1, 0), flush=True)
+""")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_socket_family_with_high_bits_set_is_refused_like_the_family(mode):
+    require_layers(mode, high_bit_socket=("seccomp",))
+    namespaces = sandbox.mode_in_force(mode).startswith(("namespaces", "user-namespaces"))
+    # (family, type): AF_UNIX, AF_VSOCK stream; plain mode also AF_INET/AF_INET6 datagram and
+    # AF_PACKET raw (3), which the namespace modes leave to their network namespace
+    families = [(1, 1), (40, 1)] + ([] if namespaces else [(2, 2), (10, 2), (17, 3)])
+    result = sandbox.run_code(HIGH_BIT_SOCKETS.format(families=families), mode=mode)
+    lines = result.stdout.splitlines()
+    assert lines[:len(families)] == [f"{family} -1 13" for family, _ in families], result  # EACCES
+    # x32: killed by SIGSYS before it prints, or ENOSYS (-1) on a kernel without the x32 ABI
+    assert result.returncode == -31 or "x32 -1" in result.stdout, result
+
+
+def test_every_seccomp_argument_compare_reads_only_what_the_kernel_reads():
+    """Each comparison is (arg & mask) == value with a mask no wider than 32 bits: the
+    arguments compared (socket's family, socketpair's type) are C ints, so bits 32..63 of the
+    register never reach the kernel and must not decide the rule."""
+    for plan_kind in ((), ("unshare",)):
+        plan = sandbox.Plan(namespace_cmd=plan_kind, interpreter="python3", drop_uid="none",
+                            landlock=False, seccomp=True)
+        compares = [c for _, comparisons in sandbox_process.seccomp_rules(plan) for c in comparisons]
+        assert compares and all(op == sandbox_process.CMP_MASKED_EQ and 0 < mask <= 0xFFFFFFFF
+                                and value & ~mask == 0 for _, op, mask, value in compares)
+
+
+def test_a_clean_up_helper_that_times_out_never_raises_out_of_the_tool_call(monkeypatch, caplog):
+    """Every clean-up helper (kill the pool uid's processes, ipcrm, forget keyrings) hangs past
+    its timeout: the tool call still returns its observation, and the clean-up is logged."""
+    plan = sandbox._plan("plain")
+    if plan.drop_uid != "pool":
+        pytest.skip(f"{plan.label}: no pool uid, so no clean-up helpers run")
+    real_run = subprocess.run
+
+    def hanging(argv, *args, **kwargs):
+        raise subprocess.TimeoutExpired(argv, kwargs.get("timeout", 10))
+
+    monkeypatch.setattr(sandbox_process, "processes_of_uid", lambda uid: {1: 1})  # always "left": the helper runs
+    monkeypatch.setattr(sandbox_process.subprocess, "run", hanging)
+    env = TirMathEnv(max_turns=3, sandbox_mode="plain")
+    env.reset(0)
+    observation, reward, done, _ = env.step("python: print(6 * 7)")
+    monkeypatch.setattr(sandbox_process.subprocess, "run", real_run)
+    assert "42" in observation and (reward, done) == (0.0, False)
+    assert "sandbox clean-up helper" in caplog.text and "timed out" in caplog.text

@@ -52,6 +52,9 @@ def expected_to_hold(label: str, attack: str) -> bool:
         "tcp_localhost": ns or seccomp or abi >= 4, "udp_localhost": ns or seccomp,
         "unix_socket_run": ns or seccomp,  # ns: a private tmpfs over /run and /tmp
         "unix_socket_elsewhere": seccomp,  # a socket at any path: only seccomp's "no AF_UNIX"
+        # the family with its high 32 bits set: the same layers (seccomp compares the low 32)
+        "unix_high_bits_run": ns or seccomp, "unix_high_bits_elsewhere": seccomp,
+        "inet_high_bits": ns or seccomp, "vsock_high_bits": seccomp,  # no namespace covers vsock
         "keyring_left": seccomp or uid,  # uid: its keyrings emptied after the call
         "mqueue_left": ns or seccomp or uid,  # ns: the private IPC namespace holds them; uid: removed after
         "sticky_subdir_file_left": ns or landlock or uid,  # uid: removed after the call

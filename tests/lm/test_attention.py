@@ -9,6 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM
 
 from arena.lm.attention import ATTENTION
+from arena.lm.hf_cache import cache_kwargs, output_cache
 from arena.lm.model import build_model, save_checkpoint
 from arena.lm.tokenizer import build_tokenizer
 
@@ -42,7 +43,7 @@ def test_logits_are_bit_identical_to_sdpa_with_a_mask_and_with_a_cache():
             for model in (sdpa, gqa):
                 head = model(input_ids=IDS[:, :4], attention_mask=MASK[:, :4], position_ids=POSITIONS[:, :4], use_cache=True)
                 tail = model(input_ids=IDS[:, 4:], attention_mask=MASK, position_ids=POSITIONS[:, 4:],
-                             past_key_values=head.past_key_values, use_cache=True)
+                             use_cache=True, **cache_kwargs(output_cache(head)))
                 tails.append(tail.logits)  # [3, 3, V]
             assert torch.equal(tails[0], tails[1])
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from arena.lm.decoding import prompt_positions
+from arena.lm.hf_cache import cache_kwargs
 from arena.lm.last_positions import last_logits, trims
 from arena.lm.logprobs import token_logprobs_and_entropy
 from arena.lm.model import build_model
@@ -62,7 +63,7 @@ def test_the_cache_holds_every_positions_keys_so_a_second_pass_on_top_is_exact()
     with torch.no_grad():
         head, cache = last_logits(model, ids, mask, positions[:, :9], 1, use_cache=True)  # [5, 1, V]
         on_top = model(input_ids=tail, attention_mask=full_mask, position_ids=positions[:, 9:],
-                       past_key_values=cache, use_cache=True, logits_to_keep=3).logits  # [5, 3, V]
+                       use_cache=True, logits_to_keep=3, **cache_kwargs(cache)).logits  # [5, 3, V]
         one_pass = model(input_ids=torch.cat([ids, tail], dim=1), attention_mask=full_mask, position_ids=positions,
                          logits_to_keep=4).logits  # [5, 4, V]
     assert torch.allclose(head[:, 0], one_pass[:, 0], rtol=0, atol=ATOL)

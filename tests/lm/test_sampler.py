@@ -227,6 +227,8 @@ def test_cuda_sampler_logp_equals_full_forward_logp():
 
 from types import SimpleNamespace  # noqa: E402
 
+from arena.lm.hf_cache import CACHE_KWARG  # noqa: E402
+
 from arena.lm.sampler import StopStrings  # noqa: E402
 from tests.verl.real_tokenizer import STOP, build_real_tokenizer  # noqa: E402
 
@@ -256,17 +258,18 @@ class ScriptedLM(torch.nn.Module):
             logits[b, 0, script[min(t, len(script) - 1)]] = 20.0
         return logits
 
-    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, **_):
+    def forward(self, input_ids, attention_mask, position_ids, **kwargs):
+        past_key_values = kwargs.get(CACHE_KWARG)  # the cache, under the installed transformers' name
         if past_key_values is None:  # prefill: remember each row's prompt length and script
             cache = SimpleNamespace(length=attention_mask.sum(1),
                                     script=input_ids[:, -1] % len(self.scripts))
             cache.reorder_cache = lambda rows: (setattr(cache, "length", cache.length[rows]),
                                                 setattr(cache, "script", cache.script[rows]))
             return SimpleNamespace(logits=self._logits(cache.script, torch.zeros_like(cache.length)),
-                                   past_key_values=cache)
+                                   **{CACHE_KWARG: cache})
         # generated token t sits at position L + t, so the next one is script[position - L + 1]
         step = position_ids[:, 0] - past_key_values.length + 1  # [B]
-        return SimpleNamespace(logits=self._logits(past_key_values.script, step), past_key_values=past_key_values)
+        return SimpleNamespace(logits=self._logits(past_key_values.script, step), **{CACHE_KWARG: past_key_values})
 
 
 def first_stop(tok, script, stops):

@@ -1,8 +1,6 @@
-"""W&B run ids never merge two runs (docs/design.md, W&B): the id is unique per (sweep or
-`arena train` run folder, cell) and a resume keeps it. The configs are built the way the sweep
+"""W&B run ids never merge two runs (docs/design.md, W&B): the id is random and kept in the run
+folder, so it is unique per folder and a resume keeps it. The configs are built the way the sweep
 (arena.sweeps.plan.make_cell) and `arena train` (run_dir) build them."""
-import hashlib
-import json
 import re
 
 from arena.config import cell_id, load_config
@@ -48,19 +46,16 @@ def test_arena_train_and_a_sweep_cell_differ(tmp_path):
 
 
 def test_a_resume_keeps_the_id(tmp_path):
-    # a resume is a new process that rebuilds the config from the same command: the id is a
-    # function of (sweep or run folder, cell) alone. By hand, for the sweep cell:
-    #   id = cell + "-" + sha256(json.dumps(["sweep:is_clipping", cell]))[:8]
-    # and for `arena train`, whose folder is <results_dir>/runs/<cell>:
-    #   id = cell + "-" + sha256(json.dumps(["train:<results_dir>/runs/<cell>", cell]))[:8]
-    # (sha256, not Python's hash(): the same in every process)
+    # a resume is a new process that rebuilds the config from the same command: the id is random
+    # (`<cell>-<12 hex>`), made by the first start and kept in the run folder's wandb_id.txt, which
+    # the resume reads. Forgetting the in-process state changes nothing: the file is the record.
     first_cfg, cell = _sweep_cell(tmp_path, "is_clipping")
+    first = _wandb_id(first_cfg, cell)
     again_cfg, again_cell = _sweep_cell(tmp_path, "is_clipping")
-    assert again_cell == cell and _wandb_id(first_cfg, cell) == _wandb_id(again_cfg, cell)
-    sweep_hex = hashlib.sha256(json.dumps(["sweep:is_clipping", cell]).encode()).hexdigest()[:8]
-    assert _wandb_id(again_cfg, cell) == f"{cell}-{sweep_hex}"
+    assert again_cell == cell and _wandb_id(again_cfg, cell) == first
+    assert (run_dir(first_cfg) / "wandb_id.txt").read_text().strip() == first
+    assert re.fullmatch(re.escape(cell) + "-[0-9a-f]{12}", first)
     train = load_config(ARGS + [f"results_dir={tmp_path}"])
-    folder = (tmp_path / "runs" / cell).resolve()
-    train_hex = hashlib.sha256(json.dumps([f"train:{folder}", cell]).encode()).hexdigest()[:8]
-    assert _wandb_id(train, cell) == _wandb_id(load_config(ARGS + [f"results_dir={tmp_path}"]), cell) \
-        == f"{cell}-{train_hex}"
+    train_id = _wandb_id(train, cell)
+    assert _wandb_id(load_config(ARGS + [f"results_dir={tmp_path}"]), cell) == train_id != first
+    assert (tmp_path / "runs" / cell / "wandb_id.txt").read_text().strip() == train_id

@@ -6,12 +6,16 @@ carry the real provenance of the job (arena.runs.provenance), with the checkout'
 pinned by `clean_checkout` so that the test does not depend on the state of the working tree."""
 import json
 
+import os
+import shutil
+
 import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
 from arena.runs import RunFolder
 from arena.runs.layout import COPIED_FROM_FILE
-from arena.runs.provenance import provenance
+from arena.runs.provenance import package_hash, provenance
 from arena.sweeps.cli import status_main, sweep_main
 from arena.sweeps.twins import same_code
 
@@ -19,10 +23,17 @@ from . import fake_train
 
 
 def _train(cfg) -> int:
-    """fake_train.train, then the summary gets this job's provenance (sha, dirty, versions, hooks)."""
+    """fake_train.train, then the folder's own records agree with its summary as a real run's do
+    (config.yaml; metrics rows with the first and last eval and the last step), and the summary
+    gets this job's provenance (sha, dirty, code hash, versions, hooks)."""
     code = fake_train.train(cfg)
     run = RunFolder(cfg.out)
-    run.write_summary({**run.summary(), **provenance()})
+    summary = run.summary()
+    run.write_config(OmegaConf.to_yaml(cfg))
+    run.reset_metrics(None)
+    run.append_metrics({"step": 0, "eval/success_rate": summary["initial_eval_success"]})
+    run.append_metrics({"step": summary["steps"], "eval/success_rate": summary["final_eval_success"]})
+    run.write_summary({**summary, **provenance()})
     return code
 
 
@@ -138,22 +149,184 @@ def test_dry_run_says_which_cells_it_would_copy_and_writes_nothing(sweep_env, tm
     assert not (tmp_path / "sweeps" / "filtering-smoke").exists()
 
 
+H = package_hash()  # the code hash of the files under test (any fixed string would do)
+
+
 @pytest.mark.parametrize("summary, same", [
-    # identity: sha s, clean, versions v, no hooks
-    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, True),
-    ({"git_sha": "s", "git_dirty": "0", "versions": {"arena": "1"}, "test_hooks": {}}, True),  # the env spelling
-    ({"git_sha": "s", "git_dirty": True, "versions": {"arena": "1"}}, False),  # trained on a dirty checkout
-    ({"git_sha": "s", "git_dirty": "1", "versions": {"arena": "1"}}, False),
-    ({"git_sha": "t", "git_dirty": False, "versions": {"arena": "1"}}, False),  # another commit
-    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "2"}}, False),  # another package version
-    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {"ARENA_CRASH_AT": "x:1"}}, False),
+    # identity: sha s, clean, code hash H, versions v, no hooks
+    ({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"}}, True),
+    ({"git_sha": "s", "git_dirty": "0", "code_hash": H, "versions": {"arena": "1"}, "test_hooks": {}}, True),  # env spelling
+    ({"git_sha": "s", "git_dirty": True, "code_hash": H, "versions": {"arena": "1"}}, False),  # a dirty checkout
+    ({"git_sha": "s", "git_dirty": "1", "code_hash": H, "versions": {"arena": "1"}}, False),
+    ({"git_sha": "s", "git_dirty": None, "code_hash": H, "versions": {"arena": "1"}}, False),  # unknown: dirty
+    ({"git_sha": "s", "code_hash": H, "versions": {"arena": "1"}}, False),  # no dirty flag at all
+    ({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, False),  # no code record
+    ({"git_sha": "s", "git_dirty": False, "code_hash": "x" * 64, "versions": {"arena": "1"}}, False),  # other files
+    ({"git_sha": "t", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"}}, False),  # another commit
+    ({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "2"}}, False),  # another version
+    ({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"},
+      "test_hooks": {"ARENA_CRASH_AT": "x:1"}}, False),
 ])
 def test_same_code(summary, same):
-    assert same_code(summary, {"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {}}) is same
+    identity = {"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "1"}, "test_hooks": {}}
+    assert same_code(summary, identity) is same
 
 
-def test_no_git_means_the_versions_decide():
-    identity = {"git_sha": None, "git_dirty": False, "versions": {"arena": "1"}, "test_hooks": {}}
-    assert same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "1"}}, identity)
-    assert not same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "0"}}, identity)
-    assert not same_code({"git_sha": "s", "git_dirty": False, "versions": {"arena": "1"}}, identity)
+def test_no_git_means_the_package_files_decide_not_the_version_string():
+    # two installs of arena 0.1.0 outside git (an sdist): the same only when their files are
+    identity = {"git_sha": None, "git_dirty": None, "code_hash": H, "versions": {"arena": "0.1.0"}, "test_hooks": {}}
+    assert same_code({"git_sha": None, "git_dirty": None, "code_hash": H, "versions": {"arena": "0.1.0"}}, identity)
+    assert not same_code({"git_sha": None, "git_dirty": None, "code_hash": "y" * 64,
+                          "versions": {"arena": "0.1.0"}}, identity)
+    assert not same_code({"git_sha": None, "git_dirty": None, "versions": {"arena": "0.1.0"}}, identity)
+    assert not same_code({"git_sha": "s", "git_dirty": False, "code_hash": H, "versions": {"arena": "0.1.0"}},
+                         identity)
+
+
+def _grpo_twin(tmp_path, sweep_env):
+    """A finished first sweep; its grpo/0 cell folder (the twin a filtering sweep would copy)."""
+    assert _sweep(["dimension=aggregation", "seeds=1", "launcher=debug", *sweep_env]) == 0
+    return _cells(tmp_path, "aggregation-smoke")["grpo/0"]
+
+
+def test_a_hand_written_summary_is_no_twin(sweep_env, tmp_path, clean_checkout):
+    """A sibling sweep whose cell folder holds only a summary.json (today's code record, this
+    cell's id): neither its manifest, nor a config, nor metrics back it; the cell is trained."""
+    twin = _grpo_twin(tmp_path, sweep_env)
+    planted = tmp_path / "sweeps" / "planted" / "cells" / twin.name
+    planted.mkdir(parents=True)
+    summary = json.loads((twin / "summary.json").read_text())
+    (planted / "summary.json").write_text(json.dumps({**summary, "final_eval_success": 0.99}))
+    shutil.rmtree(twin)  # the real twin gone: only the planted one is left
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env], log=lines.append) == 0
+    mine = _cells(tmp_path, "filtering-smoke")["grpo/0"]
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    assert any("not copying" in line and "planted" in line and "manifest" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("edit", ["metrics", "config"])
+def test_a_twin_whose_records_disagree_with_its_summary_is_not_copied(sweep_env, tmp_path, clean_checkout, edit):
+    twin = _grpo_twin(tmp_path, sweep_env)
+    if edit == "metrics":  # the summary's final score raised by hand: metrics say otherwise
+        summary = json.loads((twin / "summary.json").read_text())
+        (twin / "summary.json").write_text(json.dumps({**summary, "final_eval_success": 0.99}))
+    else:  # another cell's config
+        (twin / "config.yaml").write_text((twin / "config.yaml").read_text().replace("seed: 0", "seed: 7"))
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env], log=lines.append) == 0
+    mine = _cells(tmp_path, "filtering-smoke")["grpo/0"]
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    assert any("not copying" in line and ("metrics" if edit == "metrics" else "hashes to") in line
+               for line in lines), lines
+
+
+def test_a_sweep_folder_linked_from_outside_the_results_dir_is_never_followed(sweep_env, tmp_path, clean_checkout):
+    """A sibling sweep folder that is a symlink to a folder outside the results dir (holding a
+    complete, consistent finished cell with today's code record), and a twin with an inner
+    symlink: neither is copied."""
+    twin = _grpo_twin(tmp_path, sweep_env)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    shutil.copytree(tmp_path / "sweeps" / "aggregation-smoke", outside / "aggregation-smoke")
+    shutil.rmtree(tmp_path / "sweeps" / "aggregation-smoke")
+    os.symlink(outside / "aggregation-smoke", tmp_path / "sweeps" / "aggregation-smoke")
+    lines = []
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=first", *sweep_env],
+                  log=lines.append) == 0
+    mine = _cells(tmp_path, "first")["grpo/0"]
+    assert _trained(mine) == 1 and not (mine / COPIED_FROM_FILE).exists()
+    assert any("is a symlink" in line for line in lines), lines
+    # the cell trained by `first` with an inner symlink planted: not copied (nor its link)
+    os.symlink(outside / "aggregation-smoke" / "manifest.json", mine / "planted-link")
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", "name=second", *sweep_env]) == 0
+    second = _cells(tmp_path, "second")["grpo/0"]
+    assert _trained(second) == 1 and not (second / "planted-link").exists()
+    shutil.rmtree(outside)
+
+
+class _FakeConfig(dict):
+    def update(self, values, allow_val_change=False):
+        super().update(values)
+
+
+class _FakeWandbRun:
+    """What wandb.init returns, recording what is logged."""
+
+    def __init__(self, calls, kwargs):
+        self.calls, self.kwargs, self.id = calls, kwargs, kwargs["id"]
+        self.config, self.summary, self.logged = _FakeConfig(), {}, []
+        calls.append(self)
+
+    def log(self, row, step):
+        self.logged.append((step, row))
+
+    def finish(self):
+        self.finished = True
+
+
+def test_a_copied_cell_gets_its_own_wandb_run_in_the_new_sweep_s_group(sweep_env, tmp_path, clean_checkout,
+                                                                       monkeypatch):
+    import sys
+    import types
+
+    twin = _grpo_twin(tmp_path, sweep_env)
+    (twin / "wandb_id.txt").write_text(f"{twin.name}-0123456789ab\n")  # the source's own W&B run
+    (twin / "wandb").mkdir()
+    (twin / "wandb" / "offline-run-x").write_text("source run")
+    calls = []
+    fake = types.SimpleNamespace(init=lambda **kw: _FakeWandbRun(calls, kw))
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env, "wandb.enabled=true"]) == 0
+    copy = _cells(tmp_path, "filtering-smoke")["grpo/0"]
+    assert (copy / COPIED_FROM_FILE).exists() and not (copy / "wandb").exists()
+    [run] = [c for c in calls if c.kwargs["job_type"] == "copy"]
+    assert run.kwargs["group"] == "filtering-smoke/grpo/sokoban" and run.kwargs["dir"] == str(copy)
+    assert run.id == (copy / "wandb_id.txt").read_text().strip() != f"{twin.name}-0123456789ab"
+    metrics = [json.loads(line) for line in (copy / "metrics.jsonl").read_text().splitlines()]
+    assert run.logged == [(r["step"], {"eval/success_rate": r["eval/success_rate"]}) for r in metrics]
+    assert run.config == {"copied_from": str(twin)} and run.finished
+    assert run.summary["final_eval_success"] == json.loads((copy / "summary.json").read_text())["final_eval_success"]
+
+
+def test_a_full_disk_during_a_twin_copy_ends_in_a_clear_message(sweep_env, tmp_path, clean_checkout, monkeypatch,
+                                                                 capsys):
+    import errno
+
+    import arena.sweeps.twins as twins_mod
+
+    _grpo_twin(tmp_path, sweep_env)
+
+    def full(path, fill):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(twins_mod, "atomic_write_dir", full)
+    assert _sweep(["dimension=filtering", "seeds=1", "launcher=debug", *sweep_env]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("arena sweep: no space left on the device writing ") and "rerun the same command" in err
+    assert "Traceback" not in err
+
+
+def test_a_full_disk_during_a_cell_leaves_a_clear_error_not_a_traceback(tmp_path):
+    import errno
+
+    from arena.sweeps.job import run_cell
+
+    def full(cfg):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "cell" / "metrics.jsonl"))
+
+    assert run_cell(OmegaConf.create({"out": str(tmp_path / "cell")}), env={}, train_fn=full) == "failed"
+    text = (tmp_path / "cell" / "error.txt").read_text()
+    assert text.startswith(f"no space left on the device writing {tmp_path / 'cell' / 'metrics.jsonl'}")
+    assert "Traceback" not in text
+
+
+@pytest.mark.slow  # ~20 s: three local worker processes
+def test_a_local_sweep_leaves_no_empty_template_folder_in_jobs(sweep_env, tmp_path):
+    """submitit's local controller makes `jobs/%j` (the template, before the job id is put in) and
+    leaves it empty; the sweep removes it, keeping each job's own `jobs/<job id>/` logs."""
+    assert sweep_main(["dimension=aggregation", "seeds=1", "launcher=local", *sweep_env], train_fn=fake_train.train,
+                      bc_fn=fake_train.bc, log=lambda *_: None) == 0
+    jobs = tmp_path / "sweeps" / "aggregation-smoke" / "jobs"
+    names = {p.name for p in jobs.iterdir()}
+    assert "%j" not in names and any(n.isdigit() for n in names), names

@@ -121,7 +121,7 @@ def test_run_training_writes_config_first_then_summary_last(tmp_path, ready):
     assert t.default_local_dir == str(out / "ckpt") and t.experiment_name == "grpo-sokoban-s1"
     assert list(t.logger) == ["console", "wandb"] and t.resume_mode == "auto"
     env = config.ray_kwargs.ray_init.runtime_env.env_vars
-    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == wandb_run_id(cfg, cell_id(cfg), out)
+    assert env.WANDB_RUN_GROUP == "sw/grpo/sokoban" and env.WANDB_RUN_ID == wandb_run_id(cell_id(cfg), out) == (out / "wandb_id.txt").read_text().strip()
     assert env.WANDB_RESUME == "allow" and env.ARENA_RUN_DIR == str(out)
     assert config.actor_rollout_ref.model.path == "/models/qwen"
     assert config.actor_rollout_ref.rollout.name == "vllm" and config.trainer.device == "cuda"

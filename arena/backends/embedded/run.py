@@ -12,7 +12,7 @@ from arena.config import cell_id
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir
 from arena.runs.stability import smoke_note
-from arena.cli_errors import EXIT_FAILED, EXIT_OK
+from arena.cli_errors import EXIT_FAILED, EXIT_OK, print_bad_input
 from arena.runs.wandb_log import init_wandb
 
 
@@ -21,6 +21,7 @@ def run_training(cfg, log=print) -> int:
 
     # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import load_initial_model
+    from arena.lm.checkpoint import BadCheckpoint
 
     # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from .trainer import train
@@ -36,6 +37,9 @@ def run_training(cfg, log=print) -> int:
         model, tokenizer = load_initial_model(cfg, log=log)
         wb = init_wandb(cfg, cell_id(cfg), run.path)
         summary = train(cfg, run, model, tokenizer, wandb_run=wb, log=log)
+    except BadCheckpoint as error:  # a state file that needs more than tensors: never unpickled
+        run.write_error(f"{error}\n")
+        return print_bad_input("train", error)
     except Exception:
         run.write_error(traceback.format_exc())
         log(f"[train] failed; traceback in {run.error_file}")

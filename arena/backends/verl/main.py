@@ -335,6 +335,9 @@ def main(argv: list[str]) -> int:
     """`python -m arena.backends.verl.main CONFIG.yaml`: the driver of the multi-node script."""
     from omegaconf import OmegaConf
 
+    from arena.runs.provenance import pin_code_state
+
+    pin_code_state()  # the code this run starts with (summary.json's record, written at its end)
     if len(argv) != 1 or not Path(argv[0]).is_file():
         print(f"usage: python -m arena.backends.verl.main CONFIG.yaml (a resolved run config); got {argv}",
               file=sys.stderr)
