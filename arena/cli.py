@@ -8,9 +8,28 @@ import errno
 import sys
 from typing import Callable, Sequence
 
+from arena import malloc_tuning
+from arena.backends import backend_of, check_trainable, embedded_here_problem
+from arena.backends.verl.cli import print_run_verl_config, verl_config_main
+from arena.backends.verl.submit import submit_main
+from arena.bc.key import bc_hash
 from arena.cli_errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, out_of_space,  # noqa: F401
                               out_of_space_message, print_bad_input)
 from arena.cli_help import VERB_HELP, help_text, overview
+from arena.cli_output import tolerate_closed_pipe
+from arena.config import BadConfig, check_env_available, load_config
+from arena.config.args import BadArgument, check_flags, close_matches
+from arena.config.verb_args import (EnvsArgs, EvalArgs, MethodsArgs, Parsed, ReportArgs, ServeArgs, TrainArgs,
+                                    last_value, nested_dataclass, parse_args, parse_key_values, parse_nested_args,
+                                    parse_own_args)
+from arena.env_vars import BadEnvironment, check_environment
+from arena.envs import ENVS, EnvKwargsError, EnvUnavailableError, announce_first_use, commands
+from arena.evaluation import entry as evaluation_entry
+from arena.runs import RunFolder
+from arena.runs.layout import Results, run_dir
+from arena.runs.provenance import pin_code_state
+from arena.runs.run_log import recording, remembered_command
+from arena.sweeps import cli as sweep_cli
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -18,9 +37,6 @@ HELP_FLAGS = ("-h", "--help")
 def parse_overrides(args: Sequence[str]) -> dict:
     """`key=value` pairs -> {key: value}, values typed by Hydra's grammar (`seeds=[0,5]` a list,
     `n=3` an int), the last occurrence of a key winning (arena.config.verb_args.parse_key_values)."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.verb_args import parse_key_values
-
     return parse_key_values(args)
 
 
@@ -35,8 +51,7 @@ def _methods(args: Sequence[str]) -> int:
     """List the method presets with their resolved members and effective hyperparameters (the
     preset's own and every member's defaults: what a run of the preset uses unless env or po.hp.*
     overrides them)."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.verb_args import MethodsArgs, parse_own_args
+    # lazy: keeps torch out of every verb's --help (arena.po imports torch)
     from arena.po.compose import resolve
     from arena.po.methods import METHODS
 
@@ -58,15 +73,9 @@ def _methods(args: Sequence[str]) -> int:
 
 def _envs(args: Sequence[str]) -> int:
     """`arena envs play env=NAME seed=N` | `arena envs check env=NAME n=100`."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.envs import ENVS, EnvKwargsError, EnvUnavailableError
-    from arena.envs import commands
-
     subs = {"play": commands.play, "check": commands.check}
     if not args or args[0] not in subs:
         raise BadInput(f"usage: arena envs {{{'|'.join(subs)}}} env=NAME ...; valid subcommands: {', '.join(subs)}")
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.verb_args import EnvsArgs, parse_args
 
     parsed = parse_args(EnvsArgs, args[1:])
     env = parsed.args.env
@@ -76,9 +85,6 @@ def _envs(args: Sequence[str]) -> int:
     # the environment's kwargs from configs/env/<env>.yaml, then the command line's (every other key)
     env_kwargs = {**_config([f"env={env}"]).env.kwargs, **parse_overrides(parsed.overrides)}
     try:
-        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-        from arena.envs import announce_first_use
-
         # make_pool: a run without a terminal may make a pool (minutes)
         announce_first_use(env, dict(env_kwargs), consent=parsed.args.make_pool)
         if args[0] == "play":
@@ -92,9 +98,6 @@ def _envs(args: Sequence[str]) -> int:
 
 
 def _config(args: Sequence[str]):
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config import BadConfig, load_config
-
     try:
         return load_config(list(args))
     except BadConfig as exc:
@@ -107,9 +110,6 @@ def check_runs_here(cfg, *, backend: bool = True) -> None:
     backend lacks something here (arena.backends.Backend.here_problem: device=cuda without a
     CUDA GPU; verl's packages)."""
     from pathlib import Path
-
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.backends import backend_of, embedded_here_problem
 
     if cfg.model.path and not Path(str(cfg.model.path)).expanduser().is_dir():
         raise BadInput(f"model.path={cfg.model.path!r} is not a folder on this machine (arena downloads nothing at "
@@ -128,21 +128,11 @@ def _train(args: Sequence[str]) -> int:
     what the run printed (arena.runs.run_log). `--dry-run` prints the run's config (backend=verl:
     the verl config it writes) and runs nothing; `launcher=<slurm launcher> nodes=N` (backend=verl)
     submits the multi-node script instead of running here (arena.backends.verl.submit)."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.backends import backend_of, check_trainable
-    from arena.config.verb_args import TrainArgs, parse_args
-    from arena.runs.layout import run_dir
-    from arena.config import BadConfig
-    from arena.runs.provenance import pin_code_state
-    from arena.runs.run_log import recording
-
     parsed = parse_args(TrainArgs, args)
     options = parsed.args
     nodes = _int_option("nodes", options.nodes, 1)
     cfg = _config(parsed.overrides)
     if options.launcher is not None or nodes > 1:
-        from arena.backends.verl.submit import submit_main
-
         return submit_main(cfg, options.launcher, nodes, dry_run=options.dry_run)
     if options.dry_run:
         return _dry_run(cfg)
@@ -152,8 +142,6 @@ def _train(args: Sequence[str]) -> int:
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
     check_runs_here(cfg)
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.runs import RunFolder
 
     run = RunFolder(run_dir(cfg))
     if run.done:  # nothing runs, so command.txt and run.log stay as they are
@@ -167,8 +155,6 @@ def _dry_run(cfg) -> int:
     """`arena train --dry-run`: backend=verl prints the verl config the run writes (what this
     machine lacks for it, on stderr); the embedded backend prints the resolved run config."""
     if str(cfg.backend) == "verl":
-        from arena.backends.verl.cli import print_run_verl_config
-
         return print_run_verl_config(cfg, "train")
     from omegaconf import OmegaConf
 
@@ -178,19 +164,14 @@ def _dry_run(cfg) -> int:
 
 def _bc(args: Sequence[str]) -> int:
     """`arena bc env=...`: train (or find cached) the BC checkpoint and print its report."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config import BadConfig, check_env_available
-
     cfg = _config(args)
     try:  # the environment's package, data and (tool envs) sandbox, before any demo is collected
         check_env_available(cfg)
     except BadConfig as exc:
         raise BadInput(str(exc)) from exc
     check_runs_here(cfg, backend=False)
-    # lazy: the verb's own modules, imported once its input is checked (bc.train imports torch)
-    from arena.bc.key import bc_hash
+    # lazy: keeps torch and transformers out of every verb's --help (bc.train imports them)
     from arena.bc.train import ensure_bc_checkpoint
-    from arena.runs.layout import Results
 
     path = ensure_bc_checkpoint(cfg)
     print(f"[bc] checkpoint: {path}")
@@ -202,19 +183,16 @@ def _report(args: Sequence[str]) -> int:
     """`arena report name=NAME [results_dir=...] [allow_mixed=true] [wandb=true]`, a sweep's report
     (arena/analysis/report.py), or `arena report evals=true [results_dir=...]`, the table of every
     `arena eval` run (arena/evaluation/table.py)."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.verb_args import ReportArgs, parse_own_args
-
     try:
         parsed = parse_own_args(ReportArgs, list(args))
     except ValueError as exc:
         return print_bad_input("report", exc)
     if parsed.args.evals:
-        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+        # lazy: keeps torch and httpx out of every verb's --help (evaluation.table imports them)
         from arena.evaluation.table import report_main as evals_main
 
         return evals_main(parsed)
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+    # lazy: keeps pandas, scipy and torch out of every verb's --help (arena.analysis imports them)
     from arena.analysis.report import main as report_main
 
     return report_main(list(args))
@@ -223,7 +201,7 @@ def _report(args: Sequence[str]) -> int:
 def _findings(args: Sequence[str]) -> int:
     """`arena findings [results_dir=DIR | csv=PATH] [out=DIR]`: the paper's findings tested on a results
     dir's sweeps or on committed run tables (arena/analysis/findings.py)."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
+    # lazy: keeps pandas, scipy and torch out of every verb's --help (arena.analysis imports them)
     from arena.analysis.findings import main as findings_main
 
     return findings_main(list(args))
@@ -231,9 +209,6 @@ def _findings(args: Sequence[str]) -> int:
 
 def _verl_config(args: Sequence[str]) -> int:
     """`arena verl-config key=value ...`: print the generated verl config."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.backends.verl.cli import verl_config_main
-
     return verl_config_main(list(args))
 
 
@@ -241,19 +216,15 @@ def _eval(args: Sequence[str]) -> int:
     """`arena eval` (arena/evaluation/, docs/eval.md): the command line read as EvalArgs (its
     sections typed: `retry.max`), the keys it gave, and every other key as a run config key,
     handed to arena.evaluation.entry.eval_entry."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.verb_args import EvalArgs, Parsed, nested_dataclass, parse_nested_args
-    from arena.evaluation.entry import eval_entry
-
     parsed = parse_nested_args(EvalArgs, args)
-    return eval_entry(Parsed(nested_dataclass(EvalArgs, parsed.args), parsed.given, parse_overrides(parsed.overrides)))
+    own = nested_dataclass(EvalArgs, parsed.args)
+    return evaluation_entry.eval_entry(Parsed(own, parsed.given, parse_overrides(parsed.overrides)))
 
 
 def _serve(args: Sequence[str]) -> int:
     """`arena serve` (arena/evaluation/server.py, docs/eval.md): its keys only, handed over as the
     flat {dotted key: value} dict of the keys given."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.verb_args import ServeArgs, parse_nested_args
+    # lazy: keeps pydantic out of every verb's --help (evaluation.server imports it)
     from arena.evaluation.server import serve_main
 
     return serve_main(parse_nested_args(ServeArgs, args, own_only=True).args)
@@ -261,9 +232,6 @@ def _serve(args: Sequence[str]) -> int:
 
 def _sweeps(verb: str) -> Callable[[Sequence[str]], int]:
     def run(args: Sequence[str]) -> int:
-        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-        from arena.sweeps import cli as sweep_cli
-
         return getattr(sweep_cli, f"{verb}_main")(list(args))
 
     run.__doc__ = f"`arena {verb} ...` (arena/sweeps/cli.py)"
@@ -311,10 +279,6 @@ def _version() -> str:
 def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
     """The variable an eval's `api_key_env=` names (its value is a key: never warned about), by
     the one grammar; none when the command line does not parse (the verb then says why)."""
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.args import BadArgument
-    from arena.config.verb_args import last_value
-
     try:
         name = last_value(args, "api_key_env")
     except BadArgument:
@@ -323,9 +287,6 @@ def _api_key_envs(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.cli_output import tolerate_closed_pipe
-
     tolerate_closed_pipe()  # `arena methods | head -1`: no BrokenPipeError traceback (arena/cli_output.py)
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
@@ -334,9 +295,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.config.args import BadArgument, check_flags
-
     if argv[:1] == ["help"] and argv[1:2]:  # `arena help train` = `arena train --help`
         argv = [argv[1], "--help"]
     if argv[:1] == ["--version"]:
@@ -347,29 +305,18 @@ def _main(argv: list[str]) -> int:
         return EXIT_OK if argv else EXIT_BAD_INPUT
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
-        # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-        from arena.config.args import close_matches
-
         near = close_matches(verb, VERBS)
         return print_bad_input("", f"unknown verb {verb!r}; {f'did you mean {near[0]}? ' if near else ''}"
                                f"valid: {', '.join(VERBS)}")
     if any(arg in HELP_FLAGS for arg in rest):
         _print_help(help_text(verb, [a for a in rest if a not in HELP_FLAGS]))
         return EXIT_OK
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.env_vars import BadEnvironment, check_environment
 
     try:  # every ARENA_* variable, before anything runs (arena/env_vars.py)
         check_environment(ignore=_api_key_envs(rest))
     except BadEnvironment as exc:
         return print_bad_input(verb, exc)
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.malloc_tuning import tune_malloc
-
-    tune_malloc()  # keep freed memory instead of faulting it in again (arena/malloc_tuning.py)
-
-    # lazy: the verb's own modules, imported when the verb runs (--help stays fast)
-    from arena.runs.run_log import remembered_command
+    malloc_tuning.tune_malloc()  # keep freed memory instead of faulting it in again (arena/malloc_tuning.py)
 
     with remembered_command(argv):  # what each run folder's command.txt records
         try:

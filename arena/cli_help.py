@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from arena.config import verb_args
+from arena.config.effective import SCHEMA, chosen_groups, effective_values
 from arena.config.field_docs import KeyDoc, dataclass_docs, dict_literal_keys
+from arena.config.load import GROUPS, group_options
+from arena.config.schema import CHOICES, RunConfig
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
@@ -37,10 +41,6 @@ class VerbHelp:
 def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
     """The run config's keys with the value the run would get and, when a file or the command
     line sets it, where: `steps=50 ... [configs/budget/default.yaml]`; valid values where fixed."""
-    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
-    from arena.config.effective import SCHEMA, effective_values
-    from arena.config.schema import CHOICES, RunConfig
-
     hidden = set(HIDDEN_RUN_KEYS) | set(leave_out)
     docs = [d for d in dataclass_docs(RunConfig) if d.key not in hidden]
     values, sources, problem = effective_values(args, [d.key for d in docs])
@@ -57,10 +57,6 @@ def run_keys(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[Ke
 
 
 def config_groups(args: Sequence[str] = (), leave_out: Sequence[str] = ()) -> list[KeyDoc]:
-    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
-    from arena.config.effective import chosen_groups
-    from arena.config.load import GROUPS, group_options
-
     chosen = chosen_groups(args)
     meaning = {"env": "the environment: configs/env/<name>.yaml (sets env.*)",
                "budget": "a size preset (steps, batch, eval, BC stop): configs/budget/<name>.yaml",
@@ -86,9 +82,6 @@ def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc
 
 def _verb_keys(name: str) -> list[KeyDoc]:
     """A verb's own keys, generated from its argument dataclass (arena.config.verb_args)."""
-    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
-    from arena.config import verb_args
-
     return verb_args.verb_key_docs(getattr(verb_args, name))
 
 
@@ -108,9 +101,6 @@ def _search_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]
 
 
 def _envs_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc]]]:
-    # lazy: what one help page shows, imported when it is asked for (--help stays fast)
-    from arena.config.load import group_options
-
     return [("Subcommands", [KeyDoc("play", None, "play one episode by hand"),
                              KeyDoc("check", None, "run the expert on n episodes and report its success")]),
             ("Keys", [KeyDoc(k.key, k.default, f"{k.doc}; valid: {' | '.join(group_options('env'))}")

@@ -140,8 +140,8 @@ def function_local_imports() -> list[tuple[Path, int, bool]]:
 # Function-local arena imports: only where they keep a verb's --help or a module's import fast
 # (a `# lazy:` comment says which: e.g. "keeps torch out of this module's import"). The caps
 # hold the count where it is; lower them as imports move to their module's top.
-MAX_LOCAL_IMPORTS = 133
-MAX_UNEXPLAINED_LOCAL_IMPORTS = 30
+MAX_LOCAL_IMPORTS = 68
+MAX_UNEXPLAINED_LOCAL_IMPORTS = 0
 
 
 def test_function_local_imports_are_few_and_say_why():

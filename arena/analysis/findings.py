@@ -31,7 +31,16 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from arena.cli_errors import BadInput
+from arena.config import load_config
+from arena.config.load import settings_hash
+from arena.config.verb_args import FindingsArgs, parse_own_args
+from arena.io.atomic import atomic_write_text
+from arena.runs.layout import MANIFEST_FILE, Results
+
 from . import measures, verdicts
+from .collapse_rule import counts_text, guarded
+from .frames import runs_frame, tidy_frame
 
 FINDINGS_FILE = Path(__file__).with_name("findings.yaml")
 TEXT_COLUMNS = ("sweep", "arm", "env", "status", "budget", "git_sha", "recorded_in", "command", "source", "config_hash",
@@ -89,9 +98,6 @@ def normalise_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def todays_settings_hash(budget: str, env: str, overrides: str) -> Optional[str]:
     """settings_hash of today's `budget=<budget> env=<env>` (leaving out the `overrides` keys, comma
     separated), or None when today's configs have no such budget or env."""
-    from arena.config import load_config
-    from arena.config.load import settings_hash
-
     try:
         return settings_hash(load_config([f"budget={budget}", f"env={env}"]), [k for k in overrides.split(",") if k])
     except Exception:  # a budget or env that is gone: no today's config to match
@@ -168,10 +174,6 @@ def _metrics_beside(files: Sequence[Path], frames: Sequence[pd.DataFrame]) -> Op
 
 def read_results_dir(results_dir: str | Path) -> pd.DataFrame:
     """Every sweep of a results dir (`<results_dir>/sweeps/<name>/manifest.json`), its report runs."""
-    from .frames import runs_frame
-
-    from arena.runs.layout import MANIFEST_FILE, Results
-
     results = Results(results_dir)
     names = [p.parent.name for p in results.sweep_manifests()]
     if not names:
@@ -179,7 +181,6 @@ def read_results_dir(results_dir: str | Path) -> pd.DataFrame:
     runs = normalise_runs(runs_frame(results_dir, names))
     if not _needs_curves():
         return measures.add_measures(runs)
-    from .frames import tidy_frame
 
     return measures.add_measures(runs, tidy_frame(results_dir, names, runs=runs))
 
@@ -313,8 +314,6 @@ def _missing_row(claim: Claim) -> dict:
 def _collapse_columns(rows: pd.DataFrame, claim: Claim, seeds, verdict: str) -> dict:
     """The collapse counts beside the verdict and the collapse-regime rule (collapse_rule.guarded): rows
     are one sweep's runs; counts over the arm's and the baseline's runs on the paired seeds."""
-    from .collapse_rule import counts_text, guarded
-
     arm, base = (rows[(rows["arm"] == a) & rows["seed"].isin(list(seeds))] for a in (claim.arm, claim.baseline))
     n_arm, n_base = measures.collapsed_runs(arm), measures.collapsed_runs(base)
     shown, confirmed = guarded(verdict, n_arm + n_base > 0, measures.collapsed_runs(rows) > 0)
@@ -479,10 +478,6 @@ def main(args: Sequence[str]) -> int:
     """`arena findings [results_dir=DIR | csv=PATH] [out=DIR] [min_effect=POINTS]` (the keys:
     arena.config.verb_args.FindingsArgs): print the findings table (markdown); with out=DIR also
     write DIR/findings.md and DIR/findings.csv. Bad input raises BadInput (exit 2)."""
-    from arena.cli_errors import BadInput
-    from arena.config.verb_args import FindingsArgs, parse_own_args
-    from arena.io.atomic import atomic_write_text
-
     try:
         parsed = parse_own_args(FindingsArgs, args)
     except ValueError as exc:

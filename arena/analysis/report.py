@@ -23,13 +23,16 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from arena.cli_errors import print_bad_input
+from arena.config.verb_args import ReportArgs, parse_own_args, verb_keys
 from arena.io.atomic import atomic_write_text
 from arena.runs.layout import Results
 
 from .frames import runs_frame, tidy_frame
 from .manifest import auto_seeds_section, chosen_hp, load_manifest
 from .table_data import build_table
-from . import verdicts
+from . import confirmatory, measures, verdicts
+from .mechanisms import mechanism_table, render_mechanisms
+from .sequential import SpendingBound
 from .verdicts import MIN_EFFECT
 from .tables import render_confirmatory_csv, render_csv, render_latex, render_markdown
 
@@ -64,7 +67,6 @@ def auto_bound(record: dict):
     """The group-sequential bound a seeds=auto manifest record names (sequential.SpendingBound), or None."""
     if not record.get("bound"):
         return None
-    from .sequential import SpendingBound
 
     return SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))
 
@@ -74,8 +76,6 @@ def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[
                          alpha: float = verdicts.ALPHA) -> Confirmatory:
     """The swept dimension's findings (confirmatory.families_for) judged on the runs; `tidy_of` gives
     the metrics table when a finding's measure needs the eval curves; `bound`: a seeds=auto sweep's."""
-    from . import confirmatory, measures
-
     arms = [a for a in manifest.get("grid", []) if a in set(runs["arm"])] or list(dict.fromkeys(runs["arm"]))
     families = confirmatory.families_for(manifest.get("dimension"), arms, baseline)
     curves = any(f.measure == measures.DROP_FROM_BEST for f in families)
@@ -141,7 +141,6 @@ def write_report(results_dir: str | Path, name: str, *, allow_mixed: bool = Fals
     """Write the report folder and return its path."""
     # lazy: keeps matplotlib out of this module's import
     from .figures import write_figures
-    from .mechanisms import mechanism_table, render_mechanisms
 
     results_dir = Path(results_dir).resolve()
     manifest, runs, cells, arms, section = _table(results_dir, name, allow_mixed=allow_mixed, baseline=baseline,
@@ -184,8 +183,6 @@ def parse_min_effect(value: str) -> float:
 def main(argv: Sequence[str]) -> int:
     """`report name=NAME [results_dir=results] [baseline=ARM] [min_effect=POINTS] [allow_mixed=true] [wandb=true]`
     (the keys: arena.config.verb_args.ReportArgs); exit 0, or 2 on bad input."""
-    from arena.config.verb_args import ReportArgs, parse_own_args, verb_keys
-
     try:
         parsed = parse_own_args(ReportArgs, argv)
         opts, given = parsed.args, parsed.given

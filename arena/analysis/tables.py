@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import stats, verdicts
+from .confirmatory import lines as confirmatory_lines
 from .table_data import AVG
 
 # exploratory comparisons: estimate, interval, n, p (Holm within the column), mde; no verdict column
@@ -199,9 +200,7 @@ def _confirmatory_rows(confirmatory) -> list[tuple[str, list[str], list]]:
     """The confirmatory section as (title, columns, rows), first in every renderer; none without it."""
     if confirmatory is None:
         return []
-    from .confirmatory import lines
-
-    header, body = lines(confirmatory.rows)
+    header, body = confirmatory_lines(confirmatory.rows)
     return [(CONFIRMATORY_TITLE, header[2:], [(b[0], b[1], b[2:]) for b in body])]
 
 

@@ -34,6 +34,7 @@ def verl_missing_message(cfg) -> Optional[str]:
     missing = missing_packages(cfg)
     if missing:
         return describe_missing(missing)
+    # lazy: keeps verl, Ray and torch out of this module's import (verl_config imports verl)
     from arena.backends.verl.verl_config import config_problem
 
     return config_problem(cfg)

@@ -23,7 +23,7 @@ from typing import Any, Optional
 from .base import EVAL_SEED_OFFSET
 from .shop_catalogue import OPTION_NAMES, Goal, make_goal
 from .shop_expert import expert_click
-from .shop_pages import (BACK, BUY, NEXT, PREV, SEARCH_PAGE, item_buttons, page_count, page_products,
+from .shop_pages import (BACK, BUY, NEXT, PREV, SEARCH_PAGE, item_buttons, page_products,
                          parse_action, render_item, render_results, results_buttons)
 from .shop_reward import purchase_score
 from .shop_search import cached_search

@@ -15,7 +15,7 @@ def eval_entry(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
     command line as EvalArgs, the keys it gave, and the run config keys ({dotted key: value})."""
     if parsed.args.sweep is not None:
         return sweep_eval_main(parsed, log)
-    # lazy: keeps httpx, numpy, tenacity, torch, yaml out of this module's import
+    # lazy: keeps httpx, numpy, tenacity, torch out of this module's import
     from .runner import eval_main
 
     return eval_main(parsed, log)

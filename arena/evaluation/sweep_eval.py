@@ -92,7 +92,7 @@ def sweep_eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
     """Evaluate every finished report cell of sweep `parsed.args.sweep` (module docstring)."""
     import sys
 
-    # lazy: keeps httpx, numpy, pandas, scipy, tenacity, torch, yaml out of this module's import
+    # lazy: keeps httpx, numpy, pandas, scipy, tenacity, torch out of this module's import
     from arena.analysis.table_data import baseline_arm
     from .runner import eval_main
 
@@ -145,7 +145,7 @@ def sweep_eval_main(parsed: Parsed[EvalArgs], log: Callable = print) -> int:
 def run_cell_eval(eval_main: Callable, args: Parsed[EvalArgs], log: Callable) -> tuple[int, dict]:
     """(exit code, the eval's summary.json, {} unless it finished) of one cell's eval; the folder
     is the one eval_main wrote: options.eval_dir of the same keys."""
-    # lazy: keeps httpx, numpy, tenacity, torch, yaml out of this module's import
+    # lazy: keeps httpx, numpy, tenacity, torch out of this module's import
     from .runner import prepare
 
     rc = eval_main(args, log)

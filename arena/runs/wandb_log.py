@@ -8,7 +8,6 @@ the new sweep's group (`log_copied_run`), so each sweep's W&B view is whole.
 The local metrics.jsonl stays the source of truth; W&B is a mirror."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -18,8 +17,10 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 
 from arena.config import resolve_po
+from arena.io.atomic import atomic_write_text
 
-from .layout import Results
+from .folder import RunFolder
+from .layout import WANDB_ID_FILE
 
 
 def flat_config(cfg) -> dict[str, Any]:
@@ -43,9 +44,6 @@ def flat_config(cfg) -> dict[str, Any]:
 def wandb_run_id(cell: str, run_dir: Path) -> str:
     """`<cell>-<12 random hex>`, read from `<run_dir>/wandb_id.txt`, or made and written there
     the first time (module docstring). A file that holds anything else is replaced."""
-    from arena.io.atomic import atomic_write_text
-    from .layout import WANDB_ID_FILE
-
     path = Path(run_dir) / WANDB_ID_FILE
     try:
         kept = path.read_text().strip()
@@ -95,8 +93,6 @@ def log_copied_run(cfg, cell: str, run_dir: Path, source: Path) -> bool:
     """Log a copied cell (its folder `run_dir`, copied from `source`) as a W&B run of this
     sweep: its own id, this sweep's group, job type "copy", `copied_from` in the config, each
     metrics.jsonl row at its step and the summary. False when W&B is off for `cfg`."""
-    from .folder import RunFolder
-
     wb = init_wandb(cfg, cell, run_dir, job_type="copy")
     if wb is None:
         return False

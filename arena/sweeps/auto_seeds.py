@@ -65,6 +65,7 @@ class AutoSeeds:
 
     @property
     def bound(self):
+        # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
         from arena.analysis.sequential import SpendingBound
 
         return SpendingBound(self.first, self.max_seeds)
@@ -111,6 +112,7 @@ class Pair:
 
 def pairs_of(families: Sequence[Any]) -> list[Pair]:
     """The comparisons of confirmatory.Family objects, in order."""
+    # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
     from arena.analysis.findings import display
 
     return [Pair(f.id, f"{display(c.arm)} - {display(c.baseline)}", c.arm, c.baseline, c.measure)
@@ -153,6 +155,7 @@ def decide(diffs: Mapping[str, Sequence[float]], counts: Mapping[str, int], pair
     `fallen[pair]`: a run of the pair's seeds fell (collapsed or unstable), `regime`: some run of the
     sweep did. A comparison is unresolved while underpowered, or while its better/worse is not
     confirmed (collapse_rule.guarded: a collapse regime, no fall among its runs)."""
+    # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
     from arena.analysis.collapse_rule import guarded
     from arena.analysis.verdicts import compare_family
 

@@ -30,6 +30,7 @@ class Outcome:
 
     def family_error(self, true_null: Sequence[bool]) -> dict[str, float]:
         """Per family: the share of sweeps with a better/worse on a true-null member."""
+        # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
         from arena.analysis.verdicts import BETTER, WORSE
 
         wrong = np.isin(self.verdicts, (BETTER, WORSE)) & np.asarray(true_null)  # [S, C]
@@ -38,6 +39,7 @@ class Outcome:
 
     def power(self, sign: Sequence[int]) -> np.ndarray:
         """Per comparison: the share of sweeps whose verdict is better (sign +1) or worse (-1)."""
+        # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
         from arena.analysis.verdicts import BETTER, WORSE
 
         want = np.where(np.asarray(sign) > 0, BETTER, WORSE)  # [C]
@@ -58,6 +60,7 @@ def simulate(mu: Sequence[float], *, sd: float, max_seeds: int, n_sweeps: int, s
              min_effect: float = 5.0, bound: Optional[object] = None, alpha: float = 0.05) -> Outcome:
     """seeds=auto on n_sweeps sweeps with arm means mu (points). `bound`: the group-sequential bound
     (sequential.SpendingBound; None judges every look at `alpha`, e.g. the old 0.05 / looks)."""
+    # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
     from arena.analysis.verdicts import UNDERPOWERED, family_verdicts
 
     rng = np.random.default_rng(seed)

@@ -33,6 +33,7 @@ def baseline_of(plan: SweepPlan) -> Optional[str]:
 def pairs(plan: SweepPlan) -> list[Pair]:
     """The comparisons seeds=auto stops on: the report's confirmatory families for this grid
     (arena.analysis.confirmatory.families_for), with the report's default baseline."""
+    # lazy: keeps pandas, scipy, torch out of this module's import
     from arena.analysis.confirmatory import families_for
 
     return pairs_of(families_for(plan.dimension, [a["name"] for a in plan.arms], baseline_of(plan)))

@@ -9,12 +9,13 @@ import sys
 
 from typing import Callable, Optional
 
-from arena.cli_errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, out_of_space,  # noqa: F401
-                              out_of_space_message, print_bad_input)
+from arena.cli_errors import EXIT_FAILED, EXIT_OK, out_of_space, out_of_space_message, print_bad_input
+from arena.config.launchers import launcher_config
 from arena.config.verb_args import Parsed, SearchArgs, StatusArgs, SweepArgs, parse_args, parse_overrides, parse_own_args
 from arena.runs.layout import ERROR_FILE, check_name
 
 from .driver_lock import SweepBusy
+from .dry_run import print_plan
 from .run_overrides import launcher_missing
 from .status import print_summary, status_lines
 
@@ -25,7 +26,7 @@ def _finish(plan, outcome: dict[str, str], log: Callable) -> int:
     failed = sorted(cid for cid, state in outcome.items() if state != "done")
     print_summary(plan.results.root, plan.name, log=log)
     if plan.auto is not None:
-        # lazy: keeps numpy, yaml out of this module's import
+        # lazy: keeps numpy out of this module's import
         from .auto_sweep import summary_lines
 
         for line in summary_lines(plan):
@@ -43,7 +44,7 @@ def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
     """`arena sweep dimension=NAME [env=...] [seeds=N|[...]|auto [max_seeds=N] [min_effect=P]] [launcher=...]
     [fail_fast=true] [dry_run=true] key=value...` (the keys: arena.config.verb_args.SweepArgs;
     `--dry-run` is dry_run=true: print the plan, write and launch nothing)."""
-    # lazy: keeps numpy, yaml out of this module's import
+    # lazy: keeps numpy out of this module's import
     from .sweep import build_plan, execute
 
     try:
@@ -51,18 +52,13 @@ def sweep_main(args: list[str] | Parsed, *, train_fn: Optional[Callable] = None,
     except ValueError as exc:
         return _bad("sweep", exc)
     if plan.superseded:
-        # lazy: keeps numpy, yaml out of this module's import
+        # lazy: keeps numpy out of this module's import
         from .sweep import superseded_note
 
         log(superseded_note(plan, plan.superseded))
     if options.dry_run:
-        # lazy: keeps yaml out of this module's import
-        from .dry_run import print_plan
-
         print_plan(plan, options, log=log)
         return EXIT_OK
-    # lazy: keeps submitit out of this module's import
-    from .launchers import launcher_config
     missing = launcher_missing(launcher_config(options.launcher)["kind"])
     if missing:  # before the manifest is written
         return _bad("sweep", missing)
@@ -107,7 +103,7 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
         return _bad("search", ValueError(f"method={method!r}: valid methods: {', '.join(METHODS)}"))
     if refused:
         return _bad("search", ValueError("takes method=NAME, not dimension= or grid="))
-    # lazy: keeps numpy, yaml out of this module's import
+    # lazy: keeps numpy out of this module's import
     from .sweep import budget_of
 
     shared = {f.name: getattr(search, f.name) for f in dataclasses.fields(SweepArgs) if hasattr(search, f.name)}

@@ -42,6 +42,7 @@ from typing import Callable, Optional
 import yaml
 
 from arena.bc.key import bc_hash
+from arena.config.launchers import launcher_config
 from arena.runs.layout import CONFIG_FILE, SUMMARY_FILE, Results
 
 from .ledger import DONE, cell_state
@@ -139,8 +140,7 @@ def _duration(seconds: float) -> str:
 
 
 def plan_lines(plan: SweepPlan, options) -> list[str]:
-    # lazy: keeps numpy, submitit out of this module's import
-    from .launchers import launcher_config
+    # lazy: keeps numpy out of this module's import
     from .sweep import bc_configs
 
     kind = launcher_config(options.launcher)["kind"]

@@ -20,6 +20,7 @@ from arena.cli_errors import out_of_space, out_of_space_message
 from arena.runs.folder import RunFolder
 from arena.runs.layout import SUMMARY_FILE
 from arena.runs.lock import CellLock
+from arena.runs.provenance import pin_code_state
 from arena.runs.run_log import recording
 
 from .ledger import BUSY, DONE, FAILED
@@ -65,8 +66,6 @@ def set_job_env(env: dict[str, str], threads: Optional[int]) -> None:
 
 def run_cell(cfg, *, env: dict[str, str], threads: Optional[int] = None,
              train_fn: Optional[Callable] = None) -> str:
-    from arena.runs.provenance import pin_code_state
-
     set_job_env(env, threads)
     pin_code_state()  # the code this cell runs, read now (not the driver's at the sweep's start)
     run = RunFolder(cfg.out, expect_cell_id=Path(cfg.out).name)  # a sweep cell's folder is named by its id

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from arena.backends import backend_of
 from arena.bc.key import bc_hash
+from arena.config.launchers import launcher_config, launcher_names
 from arena.config.verb_args import Parsed, SweepArgs, last_value, own_fields, parse_args, parse_overrides
 from arena.runs.folder import RunFolder
 from arena.runs.layout import Results, check_name
@@ -85,9 +86,6 @@ def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = No
     file and line) with the valid choices, before anything is written or launched.
     `args`: the command line, or it parsed (arena.config.verb_args.parse_args(SweepArgs, ...)).
     `arms` replaces the grid (used by `arena search`, whose `dimension` names the sweep)."""
-    # lazy: keeps submitit out of this module's import
-    from .launchers import launcher_names
-
     parsed = args if isinstance(args, Parsed) else parse_args(SweepArgs, args)
     sweep, run = parsed.args, list(parsed.overrides)
     envs = _envs(parsed)
@@ -183,7 +181,7 @@ def sweep_parallelism(launcher: str) -> int:
     """Jobs a sweep keeps running at once, BC stage and cells alike: the launcher's parallelism
     (launchers.job_parallelism), capped on the local launcher by $ARENA_MAX_PARALLEL."""
     # lazy: keeps submitit out of this module's import
-    from .launchers import job_parallelism, launcher_config
+    from .launchers import job_parallelism
 
     parallel = job_parallelism(launcher)
     if launcher_config(launcher)["kind"] == "local" and os.environ.get("ARENA_MAX_PARALLEL"):
@@ -207,7 +205,7 @@ def execute(plan: SweepPlan, options: SweepOptions, *, train_fn: Optional[Callab
 
 def _execute_locked(plan: SweepPlan, options: SweepOptions, *, train_fn, bc_fn, log) -> dict[str, str]:
     # lazy: keeps submitit out of this module's import
-    from .launchers import launcher_config, make_executor, remove_empty_template_folder, start_after
+    from .launchers import make_executor, remove_empty_template_folder, start_after
     from .runner import provenance_env, run_bc_stage, run_cells
     env = provenance_env()
     kind = launcher_config(options.launcher)["kind"]

@@ -32,10 +32,14 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from arena.config import cell_id as config_cell_id
+from arena.env_vars import active_test_hooks
 from arena.runs import RunFolder
 from arena.io.atomic import atomic_write_dir, atomic_write_json
 from arena.runs.layout import CELLS_DIR, COPIED_FROM_FILE, WANDB_DIR, WANDB_ID_FILE, Results
 from arena.runs.lock import HEARTBEAT_NAME, LOCK_NAME
+from arena.runs.manifest import read_manifest
+from arena.runs.provenance import code_state, package_versions
 from arena.runs.wandb_log import log_copied_run
 
 # the source's lock, heartbeat and W&B run (its id and offline files): the copy gets its own
@@ -47,9 +51,6 @@ def code_identity(env: dict[str, str] | None = None) -> dict:
     """What a run trained now would record about its code (arena.runs.provenance.code_state,
     read now), the package versions and the active test hooks. `env` (the driver's hand-off to
     its jobs) is not needed: the state is read here as a job reads it."""
-    from arena.env_vars import active_test_hooks
-    from arena.runs.provenance import code_state, package_versions
-
     return {**code_state(), "versions": package_versions(), "test_hooks": active_test_hooks()}
 
 
@@ -105,9 +106,6 @@ def _metrics_problem(run: RunFolder, summary: dict) -> Optional[str]:
 def twin_problem(results: Results, folder: Path, cell_id: str, summary: dict) -> Optional[str]:
     """Why the done folder `folder` of another sweep is no twin to copy, or None (module docstring)."""
     from omegaconf import OmegaConf
-
-    from arena.config import cell_id as config_cell_id
-    from arena.runs.manifest import read_manifest
 
     linked = _links_on_the_way(results, folder)
     if linked:

@@ -156,3 +156,17 @@ def test_the_cluster_fixture_skips_only_where_no_cluster_can_start(monkeypatch):
     # root with apt-get but no SLURM yet: it can start one (up.sh installs the packages first)
     monkeypatch.setattr(conftest.shutil, "which", lambda name, path=None: "/usr/bin/apt-get" if name == "apt-get" else None)
     assert conftest.why_no_cluster() is None
+
+
+def test_visible_gpus_counts_the_lines_of_nvidia_smi_without_cuda_visible_devices(tmp_path, monkeypatch):
+    # launcher=local_gpu (gpus: all) with $CUDA_VISIBLE_DEVICES unset asks `nvidia-smi -L`: a stand-in
+    # on PATH prints two "GPU i: ..." lines and one other line, so two GPUs are visible
+    from arena.sweeps.launchers import local_gpus, visible_gpus
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: a)'\necho 'GPU 1: NVIDIA H100 (UUID: b)'\n"
+                   "echo '  MIG 1g.10gb Device 0'\n")
+    smi.chmod(0o755)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert visible_gpus() == 2 and local_gpus({"gpus": "all"}) == 2

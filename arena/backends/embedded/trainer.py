@@ -18,8 +18,6 @@ from __future__ import annotations
 import copy
 import time
 from functools import partial
-from pathlib import Path
-from typing import Optional
 
 import torch
 from omegaconf import DictConfig, OmegaConf

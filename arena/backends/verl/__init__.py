@@ -56,4 +56,5 @@ def register() -> None:
 
     Importing the modules registers them; this function exists so that a driver or a Ray
     worker can call it explicitly. It imports verl and ray."""
+    # lazy: registering imports verl, Ray and torch; the package itself imports none of them
     from . import advantages, arena_rollout, policy_loss  # noqa: F401  (registration on import)

@@ -39,6 +39,8 @@ from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry
 
+from .rollout_server import ArenaRolloutServer
+
 ROLLOUT_NAME = "arena"
 ADAPTER_PATH = f"{__name__}.ArenaServerAdapter"
 
@@ -98,9 +100,6 @@ class ArenaReplica(RolloutReplica):
 
     async def launch_servers(self):
         from verl.plugin.platform.platform_manager import get_platform
-
-        # lazy: keeps tokenizers, transformers out of this module's import
-        from .rollout_server import ArenaRolloutServer
 
         if self.nnodes != 1:
             raise ValueError(f"arena rollout: one node per replica; got {self.nnodes} (tensor/pipeline parallel "

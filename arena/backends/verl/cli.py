@@ -12,6 +12,12 @@ from __future__ import annotations
 import sys
 
 from arena.cli_errors import EXIT_OK, print_bad_input
+from arena.config.load import load_config
+from arena.runs import RunFolder
+from arena.runs.layout import run_dir
+
+from .launch import INSTALL_HINT, missing_for_training
+from .main import run_verl_config
 
 
 def print_run_verl_config(cfg, verb: str = "verl-config") -> int:
@@ -19,17 +25,11 @@ def print_run_verl_config(cfg, verb: str = "verl-config") -> int:
     stderr as a note (the config does not depend on it)."""
     from omegaconf import OmegaConf
 
-    from arena.runs import RunFolder
-    from arena.runs.layout import run_dir
-
     import importlib.util
-
-    from .launch import INSTALL_HINT, missing_for_training
 
     if importlib.util.find_spec("verl") is None:  # verl's own config and validation make the print
         return print_bad_input(verb, f"printing a verl config needs verl installed (not found); valid: "
                                      f"pip install 'arena[test]' (CPU), or {INSTALL_HINT}")
-    from .main import run_verl_config
 
     try:
         verl_cfg = run_verl_config(cfg, RunFolder(run_dir(cfg)))
@@ -43,8 +43,6 @@ def print_run_verl_config(cfg, verb: str = "verl-config") -> int:
 
 
 def verl_config_main(args: list[str]) -> int:
-    from arena.config.load import load_config
-
     try:
         cfg = load_config(list(args) + ([] if any(a.startswith("backend=") for a in args) else ["backend=verl"]))
     except ValueError as exc:  # BadConfig is a ValueError

@@ -29,6 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from arena.config import to_plain
 from arena.envs.base import step_seeds
 from arena.envs.base import eval_seed
 from arena.io.atomic import atomic_write_text
@@ -59,8 +60,6 @@ def episode_rows(env_name: str, seeds: list[int], *, split: str) -> list[dict[st
 
 def agent_loop_entry(cfg) -> dict[str, Any]:
     """verl's agent-loop config entry for "arena_agent": ArenaAgentLoop's keyword arguments."""
-    from arena.config import to_plain
-
     return {"name": AGENT_LOOP_NAME, "_target_": AGENT_LOOP_TARGET, "env_name": str(cfg.env.name),
             "env_kwargs": to_plain(cfg.env.kwargs) or {}, "penalty_coef": float(cfg.env.penalty_coef),
             "history_length": int(cfg.env.history_length), "template": str(cfg.model.prompt_template),

@@ -21,7 +21,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from arena.config.launchers import launcher_config
 from arena.runs.layout import CONFIG_FILE
+
+from . import ray_head
+from .gpu_layout import CPUS_PER_GPU_BUNDLE, OTHER_ACTORS, VERL_DEFAULT_AGENT_WORKERS
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "ray_on_slurm.sbatch"
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -70,9 +74,7 @@ def gpus_per_node() -> int:
     SLURM's allocation), else the CUDA devices this process sees."""
     if os.environ.get("ARENA_VERL_GPUS_PER_NODE"):
         return int(os.environ["ARENA_VERL_GPUS_PER_NODE"])
-    from .ray_head import visible_gpu_count
-
-    return visible_gpu_count()
+    return ray_head.visible_gpu_count()  # through the module: a test stands in for it there
 
 
 def node_count() -> int:
@@ -143,7 +145,6 @@ def render_sbatch(*, config_path: Path, nodes: int, settings: Mapping[str, Any],
     if absent:
         raise ValueError(f"launcher settings miss {absent}; valid keys: {', '.join(needed + ('partition', 'qos', 'account'))}")
     optional = {"partition": settings.get("partition"), "qos": settings.get("qos"), "account": settings.get("account")}
-    from .gpu_layout import CPUS_PER_GPU_BUNDLE, OTHER_ACTORS, VERL_DEFAULT_AGENT_WORKERS
 
     values = {
         "cpus_per_gpu": CPUS_PER_GPU_BUNDLE, "ray_cpus_other": VERL_DEFAULT_AGENT_WORKERS + OTHER_ACTORS,
@@ -171,8 +172,6 @@ def write_sbatch(cfg, dest: Path, *, nodes: int, launcher: str = "slurm",
     from omegaconf import OmegaConf
 
     if settings is None:
-        from arena.config.launchers import launcher_config
-
         settings = launcher_config(launcher)
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)

@@ -38,13 +38,24 @@ from pathlib import Path
 from typing import Optional
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from arena.config import BadConfig, cell_id, check_env_available
+from arena.config import BadConfig, cell_id, check_env_available, to_plain
+from arena.envs import make
+from arena.envs.sandbox import env_isolation
 from arena.runs import RunFolder
 from arena.runs.layout import run_dir  # one rule for both backends: `out`, else <results_dir>/runs/<cell_id>
+from arena.runs.policy import policy_folder
+from arena.runs.provenance import pin_code_state
 from arena.runs.run_log import copied_to_run_log
 from arena.runs.stability import smoke_note
+from arena.runs.wandb_log import wandb_init_kwargs
 
+from .gpu_layout import gpu_overrides, ray_cpus, run_agent_workers
+from .launch import (ARENA_ROLLOUT_MODULE, CPU_RUN_WORKERS, describe_missing, gpus_per_node, missing_for_training,
+                     node_count, rollout_name, uses_gpu)
 from .policy_export import checkpoint_step
+from .ray_head import RayHead, ray_temp_dir
+from .recipe_lint import lint
+from .run_folder import VerlRunWriter
 
 DUMP_TURNS_ENV = "ARENA_VERL_DUMP_TURNS"  # the same name as trainer.DUMP_TURNS_ENV (imports verl)
 CPU_RUN_RAY_CPUS = 8  # logical CPUs of a device=cpu run's private Ray head (see run_training)
@@ -54,10 +65,6 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
     """verl keys known only at run time: the run's node and GPU counts, its folder, its W&B
     name, its rollout engine, and the CPU settings when device=cpu (the micro-batch sizes are
     verl_config's: `micro_batch_rows`)."""
-    from arena.runs.wandb_log import wandb_init_kwargs
-
-    from .launch import gpus_per_node, node_count, rollout_name, uses_gpu
-
     out = {
         "trainer.use_v1": False,  # ArenaRayPPOTrainer extends RayPPOTrainer (verl's v0 loop)
         "trainer.nnodes": node_count(),
@@ -69,8 +76,6 @@ def runtime_overrides(cfg, run: RunFolder) -> dict:
     if rollout_name(cfg) == "arena":  # one server per worker: arena's sampler is not tensor-parallel
         out["actor_rollout_ref.rollout.tensor_model_parallel_size"] = 1
     if uses_gpu(cfg):  # TP, agent-loop workers, attention for this GPU count (gpu_layout.py)
-        from .gpu_layout import gpu_overrides
-
         out.update(gpu_overrides(cfg, out["trainer.n_gpus_per_node"], rollout_name(cfg)))
     else:
         # lazy: keeps torch, verl out of this module's import
@@ -87,8 +92,8 @@ def run_verl_config(cfg, run: RunFolder):
     `arena verl-config` and `arena train --dry-run` print. ValueError on a bad config."""
     from omegaconf import open_dict
 
+    # lazy: keeps verl, Ray and torch out of this module's import (dataset and verl_config import verl)
     from .dataset import dataset_overrides
-    from .recipe_lint import lint
     from .verl_config import build_verl_config
 
     lint(cfg)
@@ -101,8 +106,6 @@ def run_verl_config(cfg, run: RunFolder):
 def worker_env(cfg, run: RunFolder) -> dict[str, str]:
     """Env vars for verl's Ray actors: W&B grouping as arena's own runs (wandb reads WANDB_*;
     verl's Tracking passes only project, name and entity), and the run folder."""
-    from arena.runs.wandb_log import wandb_init_kwargs
-
     kw = wandb_init_kwargs(cfg, cell_id(cfg), run.path)
     mode = kw["mode"] if cfg.wandb.enabled and os.environ.get("WANDB_MODE") != "disabled" else "disabled"
     env = {"WANDB_RUN_GROUP": kw["group"], "WANDB_RUN_ID": kw["id"], "WANDB_RESUME": kw["resume"],
@@ -120,8 +123,6 @@ def verl_env(cfg) -> dict[str, str]:
     """verl's plugin env vars for every process of the run: $VERL_USE_EXTERNAL_MODULES names
     the modules `import verl` imports first (arena_rollout registers rollout.name=arena;
     cpu_platform registers the CPU platform), and $VERL_PLATFORM=cpu selects it when device=cpu."""
-    from .launch import ARENA_ROLLOUT_MODULE, rollout_name, uses_gpu
-
     env, modules = {}, []
     if not uses_gpu(cfg):
         # lazy: keeps torch, verl out of this module's import
@@ -155,8 +156,6 @@ class RayCluster:
     def __enter__(self) -> "RayCluster":
         if os.environ.get("RAY_ADDRESS"):
             return self
-        from .launch import gpus_per_node
-        from .ray_head import RayHead, ray_temp_dir
 
         cpus = max(int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1), self.min_cpus)
         gpus = gpus_per_node() if self.num_gpus is None else self.num_gpus
@@ -203,8 +202,6 @@ def initial_model_path(cfg, log=print) -> Path:
     (a run folder: its final policy, arena.runs.policy.policy_folder), else (or with
     bc.source=rejection) the cached BC checkpoint, trained here once."""
     if cfg.model.path and cfg.bc.source != "rejection":
-        from arena.runs.policy import policy_folder
-
         return policy_folder(cfg.model.path)
     # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
     from arena.bc.train import ensure_bc_checkpoint
@@ -214,10 +211,6 @@ def initial_model_path(cfg, log=print) -> Path:
 
 def tool_sandbox_of(cfg) -> Optional[str]:
     """The tool sandbox mode in force for the run's environment (None: it runs no tool code)."""
-    from arena.config import to_plain
-    from arena.envs import make
-    from arena.envs.sandbox import env_isolation
-
     return env_isolation(make(cfg.env.name, **to_plain(cfg.env.kwargs)))
 
 
@@ -239,8 +232,6 @@ def freeze_heap_at_exit() -> None:
 
 
 def run_training(cfg, log=print) -> int:
-    from .launch import describe_missing, missing_for_training, uses_gpu
-
     freeze_heap_at_exit()
     run = RunFolder(run_dir(cfg))
     try:
@@ -269,9 +260,6 @@ def run_training(cfg, log=print) -> int:
 def run_ray_cpus(cfg) -> int:
     """Logical CPUs of the run's private Ray head at least: CPU_RUN_RAY_CPUS for device=cpu, else
     verl's asks for this node's GPUs (gpu_layout.ray_cpus; a lower budget waits for ever)."""
-    from .gpu_layout import ray_cpus, run_agent_workers
-    from .launch import gpus_per_node, uses_gpu
-
     if uses_gpu(cfg):
         return ray_cpus(gpus_per_node(), run_agent_workers(cfg))
     return max(CPU_RUN_RAY_CPUS, ray_cpus(cpu_workers(cfg), agent_workers=1))
@@ -282,8 +270,6 @@ def cpu_workers(cfg) -> int:
     `verl.trainer.n_gpus_per_node` (data parallelism over gloo); one logical "GPU" slot each."""
     from omegaconf import OmegaConf
 
-    from .launch import CPU_RUN_WORKERS
-
     return int(OmegaConf.select(cfg, "verl.trainer.n_gpus_per_node", default=None) or CPU_RUN_WORKERS)
 
 
@@ -293,7 +279,6 @@ def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
 
     # lazy: keeps numpy, torch, verl out of this module's import
     from .dataset import write_dataset
-    from .run_folder import VerlRunWriter
 
     try:
         verl_cfg = run_verl_config(cfg, run)
@@ -334,8 +319,6 @@ def _train(cfg, run: RunFolder, cluster: RayCluster, log) -> int:
 def main(argv: list[str]) -> int:
     """`python -m arena.backends.verl.main CONFIG.yaml`: the driver of the multi-node script."""
     from omegaconf import OmegaConf
-
-    from arena.runs.provenance import pin_code_state
 
     pin_code_state()  # the code this run starts with (summary.json's record, written at its end)
     if len(argv) != 1 or not Path(argv[0]).is_file():

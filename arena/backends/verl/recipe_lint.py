@@ -21,6 +21,8 @@ import json
 import re
 from pathlib import Path
 
+from arena.runs.policy import NoPolicy, policy_folder
+
 PRETRAINED_HIDDEN = 512  # wider than arena's largest size (medium, 256); Qwen2.5-0.5B is 896
 MIN_NEW_TOKENS = 64  # env.max_new_tokens floor for a pretrained LLM (recipe: 512)
 MAX_LR = 1e-5  # lr must be below this (recipe: 1e-6)
@@ -35,7 +37,6 @@ def is_pretrained(cfg) -> bool:
     path = Path(str(cfg.model.path)).expanduser()
     if not path.is_dir():  # a hub id ("Qwen/Qwen2.5-7B-Instruct") names a pretrained LLM; another path, nothing known
         return HUB_ID.fullmatch(str(cfg.model.path)) is not None
-    from arena.runs.policy import NoPolicy, policy_folder
 
     try:
         config = policy_folder(path) / "config.json"

@@ -28,6 +28,7 @@ import re
 import time
 from typing import Any, Mapping, Optional
 
+from arena.config import cell_id
 from arena.runs.folder import RunFolder
 from arena.runs.summary import build_summary
 from arena.runs.stability import collapse_reason, run_status
@@ -116,8 +117,6 @@ def arena_trainer_kwargs(run_path) -> dict:
     which gets only the verl config). Not the PO: the trainer reads that from the verl config's
     `actor.policy_loss` section, the loss's own channel (policy_loss.resolved_po)."""
     from omegaconf import OmegaConf
-
-    from arena.config import cell_id
 
     run = RunFolder(run_path)
     config_yaml = run.config_file.read_text()

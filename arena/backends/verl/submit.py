@@ -12,6 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from arena.cli_errors import EXIT_OK, BadInput
+from arena.config.launchers import launcher_config
+from arena.config.verb_args import sweep_only_message
+from arena.runs import RunFolder
+from arena.runs.layout import CONFIG_FILE, run_dir
+
+from .launch import render_sbatch, write_sbatch
+from .main import run_verl_config
 
 DEFAULT_LAUNCHER = "slurm"
 
@@ -34,11 +41,7 @@ def gpu_count(gpus_per_node: int, nodes: int):
 
 def launcher_settings(cfg, launcher: str | None) -> dict:
     """The slurm launcher's settings; BadInput for another backend or launcher kind."""
-    from arena.config.launchers import launcher_config
-
     if str(cfg.backend) != "verl":
-        from arena.config.verb_args import sweep_only_message
-
         own = sweep_only_message("launcher", f"launcher={launcher}") + "; " if launcher else ""
         raise BadInput(f"{own}launcher= and nodes= on arena train submit a multi-node verl run; backend="
                        f"{cfg.backend} runs here; valid: backend=verl")
@@ -53,12 +56,6 @@ def launcher_settings(cfg, launcher: str | None) -> dict:
 
 
 def submit_main(cfg, launcher: str | None, nodes: int, *, dry_run: bool = False) -> int:
-    from arena.runs import RunFolder
-    from arena.runs.layout import CONFIG_FILE, run_dir
-
-    from .launch import render_sbatch, write_sbatch
-    from .main import run_verl_config
-
     settings = launcher_settings(cfg, launcher)
     run = RunFolder(run_dir(cfg))
     with gpu_count(int(settings["gpus"]), nodes):

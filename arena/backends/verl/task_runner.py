@@ -19,6 +19,9 @@ import ray
 from omegaconf import OmegaConf
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 
+from . import register
+from .run_folder import arena_trainer_kwargs
+
 
 class ArenaTaskRunner(BaseTaskRunner):
     def run(self, config):
@@ -28,9 +31,7 @@ class ArenaTaskRunner(BaseTaskRunner):
         from verl.utils.config import omega_conf_to_dataclass, validate_config
         from verl.utils.dataset.rl_dataset import collate_fn
 
-        # lazy: keeps numpy, tokenizers, torch, transformers out of this module's import
-        from . import register
-        from .run_folder import arena_trainer_kwargs
+        # lazy: keeps hydra and arena's trainer (the model kit) out of this module's import until the actor runs
         from .trainer import ArenaRayPPOTrainer
 
         register()

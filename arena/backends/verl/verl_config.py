@@ -38,11 +38,18 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from arena.bc.key import bc_hash
+from arena.config import to_plain
+from arena.config.load import resolve_po
+from arena.runs.layout import CKPT_DIR, Results, run_dir
+
 from .advantages import estimator_name
 from .agg_modes import VERL_AGG_MODE
+from .gpu_layout import check_layout
 
 from .policy_export import HF_SAVE_CONTENTS, RESUME_LOAD_CONTENTS
 from .policy_loss import ArenaPolicyLossConfig
+from .recipe_lint import lint
 
 AGENT_LOOP_NAME = "arena_agent"
 
@@ -71,9 +78,6 @@ def start_model_path(cfg: DictConfig) -> str:
     rollouts), else the run's BC checkpoint <results_dir>/bc/<bc_hash>/model (the bc floor's key,
     arena.runs.layout.Results.bc_model). run_training sets the path initial_model_path returns
     (a run folder's final policy; the BC checkpoint, trained first when not cached)."""
-    from arena.bc.key import bc_hash
-    from arena.runs.layout import Results
-
     if cfg.model.path and cfg.bc.source != "rejection":
         return str(cfg.model.path)
     return str(Results.of(cfg).bc_model(bc_hash(cfg)))
@@ -82,9 +86,6 @@ def start_model_path(cfg: DictConfig) -> str:
 def arena_values(cfg: DictConfig, *, rollout_engine: str = "vllm", ranks: int = 1) -> dict[str, Any]:
     """Our run config -> {verl dotted key: value} (module docstring); `ranks`: the run's GPUs
     (data-parallel ranks), over which verl splits each mini-batch."""
-    from arena.config.load import resolve_po
-    from arena.runs.layout import CKPT_DIR, run_dir
-
     po = resolve_po(cfg)
     turn_samples = cfg.ppo_mini_batch_size or max(1, cfg.batch_envs * cfg.group_size // cfg.ppo_num_mini_batches)
     # verl ppo_mini_batch_size = ceil(turn samples / group_size): verl multiplies by rollout.n
@@ -199,8 +200,6 @@ def user_overrides(cfg: DictConfig) -> dict[str, Any]:
     """The run's `verl.*` keys (cfg.verl, nested as `verl.a.b=v` reads) as {dotted verl key: value}:
     the walk goes down while verl's own config has a section at the path, so a value is set at a
     leaf of verl's config, or whole at a path verl's config lacks (`_set` then names the valid keys)."""
-    from arena.config import to_plain
-
     out: dict[str, Any] = {}
 
     def walk(node: Mapping[str, Any], prefix: str) -> None:
@@ -219,8 +218,6 @@ def config_problem(cfg: DictConfig) -> str | None:
     """What is wrong with a run config for verl before any GPU count is known (a sweep's driver
     checks every cell with it): the pretrained-model lint (recipe_lint), and each `verl.*` key
     against verl's schema. None when nothing is."""
-    from .recipe_lint import lint
-
     try:
         lint(cfg)
         out = copy.deepcopy(_base())
@@ -281,8 +278,6 @@ def _verl_validate_config(verl_cfg: DictConfig) -> None:
 
     from verl.trainer.ppo.utils import need_reference_policy
     from verl.utils.config import validate_config
-
-    from .gpu_layout import check_layout
 
     check_layout(verl_cfg)
     try:
