@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from arena.analysis import findings as F  # noqa: E402  (the repository root on the path first)
+from arena.analysis import run_tables as R  # noqa: E402
 from arena.analysis import verdicts  # noqa: E402
 
 RESOLVED = (verdicts.BETTER, verdicts.WORSE, verdicts.NO_DIFFERENCE)
@@ -51,7 +52,7 @@ def _findings(root: Path) -> tuple[pd.DataFrame, str, str]:
 
     key = tuple((p.name, p.read_text()) for p in sorted((root / "docs" / "findings").glob("*_runs.csv")))
     if key not in _FINDINGS:
-        markdown, csv_text = F.build(F.read_run_tables(root / "docs" / "findings"))
+        markdown, csv_text = F.build(R.read_run_tables(root / "docs" / "findings"))
         _FINDINGS[key] = (pd.read_csv(io.StringIO(csv_text), dtype={"seeds": str}), markdown, csv_text)
     return _FINDINGS[key]
 

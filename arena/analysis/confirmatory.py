@@ -16,9 +16,11 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from . import measures, verdicts
+from .claims import Claim, load_claims
 from .collapse_rule import counts_text, guarded
-from .findings import Claim, agreement, display, load_claims
+from .findings_render import display
 from .measures import collapsed_runs
+from .paper_compare import agreement
 
 WHY = ("Confirmatory verdicts are the swept dimension's rows of arena/analysis/findings.yaml: each finding is "
        "one family (Holm within it, family-wise error {alpha:g}), its comparisons and measure fixed in the "

@@ -113,7 +113,7 @@ class Pair:
 def pairs_of(families: Sequence[Any]) -> list[Pair]:
     """The comparisons of confirmatory.Family objects, in order."""
     # lazy: keeps omegaconf, pandas, scipy, torch out of this module's import
-    from arena.analysis.findings import display
+    from arena.analysis.findings_render import display
 
     return [Pair(f.id, f"{display(c.arm)} - {display(c.baseline)}", c.arm, c.baseline, c.measure)
             for f in families for c in f.members]

@@ -8,8 +8,11 @@ import math
 import pandas as pd
 import pytest
 
+from arena.analysis import claims as C
 from arena.analysis import findings as F
+from arena.analysis import findings_render as T
 from arena.analysis import measures as M
+from arena.analysis import run_tables as R
 from arena.analysis.collapse_rule import NOT_CONFIRMED, guarded, mixture_rates
 from arena.analysis.verdicts import BETTER, NO_DIFFERENCE, UNDERPOWERED, WORSE
 
@@ -56,16 +59,16 @@ def test_findings_print_the_counts_and_qualify_an_unseen_collapse():
     for s in range(3):
         rows += [("grpo", s, "done", True, 40.0), ("gspo", s, "done", True, 44.0 + s),
                  ("cispo", s, "collapsed" if s == 0 else "done", s != 0, [20.0, 39.0, 37.0][s])]
-    runs = F.normalise_runs(pd.DataFrame([{"sweep": "stress", "arm": a, "seed": s, "env": "sokoban", "status": st,
+    runs = R.normalise_runs(pd.DataFrame([{"sweep": "stress", "arm": a, "seed": s, "env": "sokoban", "status": st,
                                            "stable": stable, "initial_eval_success": 0.3, "final_eval_success": v / 100,
                                            "budget": "stress", "git_sha": "", "recorded_in": "abc1234"}
                                           for a, s, st, stable, v in rows]))
-    found = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    found = F.finding_rows(runs, C.load_claims()).set_index("comparison")
     gspo = found.loc["GSPO - GRPO"]
     assert (gspo["verdict"], gspo["collapsed"], gspo["vs_paper"]) == (f"better ({NOT_CONFIRMED})", "0/3 / 0/3", "unresolved")
     cispo = found.loc["CISPO - GRPO"]
     assert cispo["collapsed"] == "1/3 / 0/3" and NOT_CONFIRMED not in cispo["verdict"]
     # the fall indicator counts an unstable run as well as a collapsed one (measures.fell)
     assert M.fell(runs).tolist() == [False, False, True] + [False] * 6
-    markdown = F.render_markdown(runs, found.reset_index(), F.gain_rows(runs))
+    markdown = T.render_markdown(runs, found.reset_index(), F.gain_rows(runs))
     assert f"| better ({NOT_CONFIRMED}) | 0/3 / 0/3 | unresolved |" in markdown

@@ -10,7 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from arena.analysis import claims as C
 from arena.analysis import findings as F
+from arena.analysis import findings_render as T
+from arena.analysis import paper_compare as P
+from arena.analysis import run_tables as R
 from arena.analysis import verdicts
 from arena.cli import main
 
@@ -37,7 +41,7 @@ def runs_table(rows, sweep="hand"):
                            "final_eval_success": p1 / 100, "stable": st, "status": status, "budget": "stress",
                            "git_sha": "", "recorded_in": "abc1234"}
                           for a, s, e, p0, p1, st, status in rows])
-    return F.normalise_runs(frame)
+    return R.normalise_runs(frame)
 
 
 def pair(arm, base, diffs, start=30.0, base_final=40.0):
@@ -67,7 +71,7 @@ def test_one_finding_is_one_holm_family_within_a_sweep():
     # Holm over the 2: smaller p x 2 = 0.018 < 0.05 -> "better"; the other max(0.189, 0.018) = 0.189 -> not
     # rejected, and its interval (t 4.30 x 3.06 at least) is far wider than +-5 -> "underpowered".
     runs = runs_table(pair("cispo_sm", "cispo", [10, 12, 14]) + pair("sapo_sm", "sapo", [2, 4, 12]))
-    rows = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    rows = F.finding_rows(runs, C.load_claims()).set_index("comparison")
     cispo, sapo = rows.loc["CISPO_SM - CISPO"], rows.loc["SAPO_SM - SAPO"]
     p1, p2 = p_two_sided_df2([10, 12, 14]), p_two_sided_df2([2, 4, 12])
     assert (cispo["p"], sapo["p"]) == (pytest.approx(p1, rel=1e-6), pytest.approx(p2, rel=1e-6))
@@ -85,13 +89,13 @@ def test_one_finding_is_one_holm_family_within_a_sweep():
 
 def test_a_comparison_no_sweep_holds_names_the_command_that_makes_it():
     runs = runs_table(pair("gspo", "grpo", [1, 2, 3]))
-    rows = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    rows = F.finding_rows(runs, C.load_claims()).set_index("comparison")
     assert rows.loc["SAMPO - GRPO", "verdict"] == "no sweep"
     assert rows.loc["SAMPO - GRPO", "command"] == "arena sweep dimension=sampo"
     assert rows.loc["GRPO_ST - GRPO", "command"] == "arena sweep dimension=aggregation"
     assert rows.loc["GSPO - GRPO", "sweep"] == "hand"
     # every comparison of findings.yaml has a row: 10 comparisons (F1 2, F2 2, GSPO, F3, F4 2, AGG, SAMPO), one sweep
-    assert len(rows) == len(F.load_claims()) == 10
+    assert len(rows) == len(C.load_claims()) == 10
 
 
 def test_opposite_sign_and_stability_columns():
@@ -100,7 +104,7 @@ def test_opposite_sign_and_stability_columns():
     rows = pair("gspo", "grpo", [-10, -11, -12])
     rows[-1] = ("gspo", 2, "sokoban", 30.0, 28.0, False, "collapsed")  # seed 2: 40 - 12, collapsed, not stable
     runs = runs_table(rows)
-    row = F.finding_rows(runs, F.load_claims()).set_index("comparison").loc["GSPO - GRPO"]
+    row = F.finding_rows(runs, C.load_claims()).set_index("comparison").loc["GSPO - GRPO"]
     assert row["verdict"] == verdicts.WORSE and row["vs_paper"] == "opposite"
     assert row["stable"] == "2/3 (1 collapsed) / 3/3"
     # every run starts at 30; GRPO ends at 40 (none below its start), GSPO at 30, 29, 28: seeds 1, 2 fell
@@ -108,23 +112,23 @@ def test_opposite_sign_and_stability_columns():
 
 
 def test_text_helpers():
-    assert F.seeds_text([2, 0, 1]) == "0-2" and F.seeds_text([0, 1]) == "0, 1" and F.seeds_text([0, 1, 3]) == "0, 1, 3"
-    assert F.display("gigpo_ds") == "GiGPO_DS" and F.display("cispo_sm") == "CISPO_SM"
+    assert T.seeds_text([2, 0, 1]) == "0-2" and T.seeds_text([0, 1]) == "0, 1" and T.seeds_text([0, 1, 3]) == "0, 1, 3"
+    assert T.display("gigpo_ds") == "GiGPO_DS" and T.display("cispo_sm") == "CISPO_SM"
     base = pd.DataFrame({"git_sha": ["", ""], "recorded_in": ["", ""]})
-    assert F.commit_text(base) == "not recorded"
-    assert F.commit_text(base.assign(recorded_in=["3afbae0", "3afbae0"])) == "recorded in 3afbae0"
-    assert F.commit_text(base.assign(git_sha=["a1b2c3d4e5", "a1b2c3d4e5"], recorded_in="x")) == "a1b2c3d"
-    assert F.agreement(verdicts.BETTER, 1) == "agrees" and F.agreement(verdicts.BETTER, -1) == "opposite"
-    assert F.agreement(verdicts.NO_DIFFERENCE, 1) == "not found"
-    assert F.agreement(verdicts.UNDERPOWERED, 1) == "unresolved" and F.agreement(verdicts.WORSE, None) == "-"
+    assert T.commit_text(base) == "not recorded"
+    assert T.commit_text(base.assign(recorded_in=["3afbae0", "3afbae0"])) == "recorded in 3afbae0"
+    assert T.commit_text(base.assign(git_sha=["a1b2c3d4e5", "a1b2c3d4e5"], recorded_in="x")) == "a1b2c3d"
+    assert P.agreement(verdicts.BETTER, 1) == "agrees" and P.agreement(verdicts.BETTER, -1) == "opposite"
+    assert P.agreement(verdicts.NO_DIFFERENCE, 1) == "not found"
+    assert P.agreement(verdicts.UNDERPOWERED, 1) == "unresolved" and P.agreement(verdicts.WORSE, None) == "-"
 
 
 def test_results_dir_path_on_the_synthetic_sweep(results_dir):
     # tests/analysis/synthetic.py: GSPO - GRPO per env: sokoban 55-40, 65-50, 75-60 = +15 each; household 10-5,
     # 20-5, 30-8 = +5, +15, +22 -> d = +10, +15, +18.5 (mean over the 2 envs); SAMPO - GRPO: sokoban +40, +30,
     # +30, household +45, +55, +62 -> +42.5, +42.5, +46.0. Both: p from the df-2 closed form, a family of one.
-    runs = F.read_results_dir(results_dir)
-    rows = F.finding_rows(runs, F.load_claims()).set_index("comparison")
+    runs = R.read_results_dir(results_dir)
+    rows = F.finding_rows(runs, C.load_claims()).set_index("comparison")
     gspo, sampo = rows.loc["GSPO - GRPO"], rows.loc["SAMPO - GRPO"]
     assert gspo["per_seed"] == "+10.0 / +15.0 / +18.5" and sampo["per_seed"] == "+42.5 / +42.5 / +46.0"
     assert gspo["p"] == pytest.approx(p_two_sided_df2([10, 15, 18.5]), rel=1e-6)
@@ -147,7 +151,7 @@ def test_bad_input_exits_2(capsys, tmp_path):
 def test_committed_run_tables_hold_exact_counts_and_their_source():
     """Every transcribed success is k / n_eval for a whole k, and names a section of a doc: a heading of
     docs/testbed.md or the title of a run-log file under docs/log/ (where the transcribed tables are)."""
-    runs = F.read_run_tables(RUN_TABLES)
+    runs = R.read_run_tables(RUN_TABLES)
     for col in ("final_eval_success", "initial_eval_success"):
         k = runs[col] * runs["n_eval"]
         assert ((k - k.round()).abs() < 1e-9).all(), col
@@ -176,7 +180,7 @@ def test_a_one_seed_comparison_stays_out_of_the_holm_family():
     # p_adjusted is its raw p (closed form, df 2: t = 12 / (2 / sqrt 3) = 10.39, p = 0.0092).
     # (every run stable: no collapse regime, so the t-test's verdicts stand; test_collapse_rule.py has one)
     rows = pair("cispo", "grpo", [-10, -12, -14]) + [("sapo", 0, "sokoban", 30.0, 41.0, True, "done")]
-    found = F.finding_rows(runs_table(rows), F.load_claims()).set_index("comparison")
+    found = F.finding_rows(runs_table(rows), C.load_claims()).set_index("comparison")
     cispo, sapo = found.loc["CISPO - GRPO"], found.loc["SAPO - GRPO"]
     assert cispo["p_adjusted"] == pytest.approx(p_two_sided_df2([-10, -12, -14]), rel=1e-6) == pytest.approx(cispo["p"])
     assert (cispo["verdict"], sapo["verdict"], sapo["n"], sapo["per_seed"]) == ("worse", "underpowered", 1, "+1.0")
@@ -200,22 +204,22 @@ def test_vs_paper_says_whether_the_paper_s_number_lies_in_the_interval():
     # 34.03 - 46.16 = -12.13, inside. GSPO - GRPO: the paper gives a relative change (no points):
     # the direction only. F4's GRPO_DS - GRPO: no direction stated ("-").
     rows = pair("cispo", "grpo", [-10, -12, -14]) + pair("gspo", "grpo", [3, 5, 7])
-    found = F.finding_rows(runs_table(rows), F.load_claims()).set_index("comparison")
+    found = F.finding_rows(runs_table(rows), C.load_claims()).set_index("comparison")
     cispo, gspo = found.loc["CISPO - GRPO"], found.loc["GSPO - GRPO"]
     assert (cispo["low"], cispo["high"]) == (pytest.approx(-16.968, abs=1e-3), pytest.approx(-7.032, abs=1e-3))
     assert cispo["vs_paper"] == "agrees; paper's -12.1 inside the interval" and cispo["paper_in_interval"] == "yes"
     assert gspo["vs_paper"] == "agrees" and pd.isna(gspo["paper_points"]) and gspo["paper_in_interval"] == ""
-    assert F.paper_points("no direction stated") is None and F.paper_points("49.71 vs 48.08 (average)") == \
+    assert P.paper_points("no direction stated") is None and P.paper_points("49.71 vs 48.08 (average)") == \
         pytest.approx(1.63)
 
 
 def test_smoke_data_prints_no_infinite_interval():
     # two seeds with equal differences (+1, +1): the sign-flip p = 2^(1-2) = 0.5 never reaches alpha, so the
     # interval is unbounded; the table says so instead of printing [-inf, +inf]
-    found = F.finding_rows(runs_table(pair("gspo", "grpo", [1, 1])), F.load_claims())
+    found = F.finding_rows(runs_table(pair("gspo", "grpo", [1, 1])), C.load_claims())
     row = found.set_index("comparison").loc["GSPO - GRPO"]
     assert math.isinf(row["low"]) and math.isinf(row["high"])
-    text = F.render_markdown(runs_table(pair("gspo", "grpo", [1, 1])), found, F.gain_rows(runs_table(pair("gspo", "grpo", [1, 1]))))
+    text = T.render_markdown(runs_table(pair("gspo", "grpo", [1, 1])), found, F.gain_rows(runs_table(pair("gspo", "grpo", [1, 1]))))
     assert "inf" not in text and "+1.0 [no bound at n=2]" in text
 
 
@@ -259,7 +263,7 @@ def test_a_former_default_is_labelled_by_its_settings_hash(tmp_path, capsys):
                     + "".join(f"{sweep},{arm},sokoban,{seed},done,true,{0.4 + 0.1 * (arm == 'gspo') + 0.01 * seed},0.3,"
                               f"stress,{h}\n" for sweep, h in (("now", today), ("then", "0badc0de"))
                               for arm in ("grpo", "gspo") for seed in range(3)))
-    runs = F.read_run_tables(path)
+    runs = R.read_run_tables(path)
     assert set(zip(runs["sweep"], runs["budget"])) == {("now", "stress"), ("then", "stress@0badc0de")}
     assert main(["findings", f"csv={path}"]) == 0
     out = capsys.readouterr().out

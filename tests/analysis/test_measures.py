@@ -7,8 +7,11 @@ import math
 import pandas as pd
 import pytest
 
+from arena.analysis import claims as C
 from arena.analysis import findings as F
+from arena.analysis import findings_render as T
 from arena.analysis import measures as M
+from arena.analysis import run_tables as R
 
 
 def _runs():
@@ -47,8 +50,8 @@ def test_each_measure_by_hand():
 
 
 def test_findings_compare_on_the_findings_measure():
-    runs = F.normalise_runs(M.add_measures(_runs(), _tidy()))
-    claim = lambda measure: F.Claim("F1", "falls", "-", "is_clipping", "cispo", "grpo", "-", -1, measure)  # noqa: E731
+    runs = R.normalise_runs(M.add_measures(_runs(), _tidy()))
+    claim = lambda measure: C.Claim("F1", "falls", "-", "is_clipping", "cispo", "grpo", "-", -1, measure)  # noqa: E731
     rows = F.finding_rows(runs, [claim("drop_from_best"), claim("collapsed"), claim("final")])
     by_measure = rows.set_index("measure")
     # seeds paired on each measure: drop_from_best seeds 0, 1 (grpo seed 2 has no curve, cispo seed 2 failed):
@@ -57,7 +60,7 @@ def test_findings_compare_on_the_findings_measure():
     assert by_measure.loc["collapsed", "per_seed"] == "+100.0 / +0.0"
     assert by_measure.loc["final", "per_seed"] == "-30.0 / +8.0"
     assert by_measure.loc["drop_from_best", "mean"] == pytest.approx(22.5)
-    markdown = F.render_markdown(runs, rows, F.gain_rows(runs))
+    markdown = T.render_markdown(runs, rows, F.gain_rows(runs))
     assert "| F1 | CISPO - GRPO | drop_from_best |" in markdown and "| F1 | CISPO - GRPO | collapsed |" in markdown
 
 
@@ -66,19 +69,19 @@ def test_an_unknown_measure_is_refused_naming_the_valid_ones(tmp_path):
     path.write_text("findings:\n  - {id: X, claim: c, cite: c, dimension: d, measure: best,\n"
                     "     comparisons: [{arm: a, baseline: b, paper: p, sign: 1}]}\n")
     with pytest.raises(ValueError, match="finding X: measure='best': valid: final, drop_from_best, collapsed"):
-        F.load_claims(path)
+        C.load_claims(path)
     path.write_text(path.read_text().replace("measure: best", "measure: collapsed"))
-    assert [c.measure for c in F.load_claims(path)] == ["collapsed"]
+    assert [c.measure for c in C.load_claims(path)] == ["collapsed"]
     # today's findings.yaml: every finding on its default measure until one is chosen
-    assert {c.measure for c in F.load_claims()} == {"final"}
+    assert {c.measure for c in C.load_claims()} == {"final"}
 
 
 def test_committed_tables_read_a_metrics_file_beside_them(tmp_path, monkeypatch):
     runs = _runs().drop(columns="sweep")
     runs.to_csv(tmp_path / "clip_runs.csv", index=False)
     _tidy().drop(columns="sweep").to_csv(tmp_path / "clip_metrics.csv", index=False)
-    monkeypatch.setattr(F, "_needs_curves", lambda: True)
-    read = F.read_run_tables(tmp_path)
+    monkeypatch.setattr(R, "_needs_curves", lambda: True)
+    read = R.read_run_tables(tmp_path)
     assert (100 * read[M.column(M.DROP_FROM_BEST)]).round(9).tolist()[:2] == [5.0, 0.0]
     (tmp_path / "clip_metrics.csv").unlink()
-    assert F.read_run_tables(tmp_path)[M.column(M.DROP_FROM_BEST)].isna().all()
+    assert R.read_run_tables(tmp_path)[M.column(M.DROP_FROM_BEST)].isna().all()
