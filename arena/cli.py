@@ -19,9 +19,9 @@ from arena.cli_help import VERB_HELP, help_text, overview
 from arena.cli_output import tolerate_closed_pipe
 from arena.config import BadConfig, check_env_available, load_config
 from arena.config.args import BadArgument, check_flags, close_matches
-from arena.config.verb_args import (EnvsArgs, EvalArgs, MethodsArgs, Parsed, ReportArgs, ServeArgs, TrainArgs,
-                                    last_value, nested_dataclass, parse_args, parse_key_values, parse_nested_args,
-                                    parse_own_args)
+from arena.config.verb_args import EnvsArgs, EvalArgs, MethodsArgs, ReportArgs, ServeArgs, TrainArgs
+from arena.config.verb_grammar import (Parsed, last_value, nested_dataclass, parse_args, parse_key_values,
+                                       parse_nested_args, parse_own_args)
 from arena.env_vars import BadEnvironment, check_environment
 from arena.envs import ENVS, EnvKwargsError, EnvUnavailableError, announce_first_use, commands
 from arena.evaluation import entry as evaluation_entry
@@ -36,7 +36,7 @@ HELP_FLAGS = ("-h", "--help")
 
 def parse_overrides(args: Sequence[str]) -> dict:
     """`key=value` pairs -> {key: value}, values typed by Hydra's grammar (`seeds=[0,5]` a list,
-    `n=3` an int), the last occurrence of a key winning (arena.config.verb_args.parse_key_values)."""
+    `n=3` an int), the last occurrence of a key winning (arena.config.verb_grammar.parse_key_values)."""
     return parse_key_values(args)
 
 

@@ -20,6 +20,7 @@ from arena.config.effective import SCHEMA, chosen_groups, effective_values
 from arena.config.field_docs import KeyDoc, dataclass_docs, dict_literal_keys
 from arena.config.load import GROUPS, group_options
 from arena.config.schema import CHOICES, RunConfig
+from arena.config.verb_grammar import verb_key_docs
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # Run config keys listed elsewhere or set for the user: the env= and budget= groups (listed
@@ -82,7 +83,7 @@ def _sweep_run_sections(args: Sequence[str] = ()) -> list[tuple[str, list[KeyDoc
 
 def _verb_keys(name: str) -> list[KeyDoc]:
     """A verb's own keys, generated from its argument dataclass (arena.config.verb_args)."""
-    return verb_args.verb_key_docs(getattr(verb_args, name))
+    return verb_key_docs(getattr(verb_args, name))
 
 
 def method_names() -> list[str]:

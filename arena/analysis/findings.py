@@ -29,7 +29,8 @@ from typing import Sequence
 import pandas as pd
 
 from arena.cli_errors import BadInput
-from arena.config.verb_args import FindingsArgs, parse_own_args
+from arena.config.verb_args import FindingsArgs
+from arena.config.verb_grammar import parse_own_args
 from arena.io.atomic import atomic_write_text
 
 from . import measures, verdicts

@@ -23,7 +23,8 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from arena.cli_errors import print_bad_input
-from arena.config.verb_args import ReportArgs, parse_own_args, verb_keys
+from arena.config.verb_args import ReportArgs
+from arena.config.verb_grammar import parse_own_args, verb_keys
 from arena.io.atomic import atomic_write_text
 from arena.runs.layout import Results
 

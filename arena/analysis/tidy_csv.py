@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from arena.config.verb_args import parse_own_args
+from arena.config.verb_grammar import parse_own_args
 from arena.io.atomic import atomic_write_text
 
 from .frames import runs_frame, tidy_frame
@@ -34,7 +34,7 @@ RUN_COLUMNS = ("arm", "method", "group", "env", "seed", "status", "stable", "fin
 
 @dataclass
 class TidyCsvArgs:
-    """The keys of `export` and `render` (read with arena.config.verb_args.parse_own_args)."""
+    """The keys of `export` and `render` (read with arena.config.verb_grammar.parse_own_args)."""
     name: Optional[str] = None  # export: the sweep; render: the table's title (default: the prefix's name)
     results_dir: Optional[str] = None  # export: where the sweep is
     prefix: Optional[str] = None  # the two files' path without _runs.csv / _metrics.csv

@@ -17,7 +17,7 @@ import yaml
 
 from .args import BadArgument
 from .load import GROUPS, OPEN_NAMESPACES, _normalise, config_dir, group_options, valid_keys
-from .verb_args import parse_overrides
+from .verb_grammar import parse_overrides
 
 COMMAND_LINE = "command line"
 SCHEMA = "schema"

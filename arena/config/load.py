@@ -20,7 +20,8 @@ from arena.envs import EnvUnavailableError, check_available, eval_size, validati
 from .args import BadArgument, comma_list_message, hydra_key_message, unknown_key_message
 from .ranges import RangeError, check_env_kwargs, check_ranges
 from .schema import CHOICES, RunConfig
-from .verb_args import parse_overrides, sweep_only_keys, sweep_only_message
+from .verb_args import sweep_only_keys, sweep_only_message
+from .verb_grammar import parse_overrides
 
 # Dict-typed namespaces whose keys are checked later (by the composer / env constructor).
 OPEN_NAMESPACES = ("po.hp.", "env.kwargs.", "env.po_defaults.", "verl.")
@@ -79,7 +80,7 @@ def _normalise(overrides: Iterable[str] | Mapping[str, Any]) -> list[str]:
 def _normalise_parsed(overrides: Iterable[str] | Mapping[str, Any]) -> list[tuple[str, Any]]:
     """(override as Hydra gets it, Hydra's parse of it) for each override: every key checked
     (check_key), an open namespace's keys made `++` (add or replace). Read with the one grammar
-    (arena.config.verb_args.parse_overrides); BadConfig for what it does not parse."""
+    (arena.config.verb_grammar.parse_overrides); BadConfig for what it does not parse."""
     if isinstance(overrides, Mapping):
         overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in overrides.items()]
     overrides = list(overrides)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from arena.config.verb_args import EvalArgs, Parsed
+from arena.config.verb_args import EvalArgs
+from arena.config.verb_grammar import Parsed
 
 from .sweep_eval import sweep_eval_main
 

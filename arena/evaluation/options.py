@@ -17,7 +17,8 @@ from typing import Any
 
 from arena.config import to_plain
 from arena.config.args import BadArgument
-from arena.config.verb_args import EvalArgs, ServeArgs, leaf_defaults
+from arena.config.verb_args import EvalArgs, ServeArgs
+from arena.config.verb_grammar import leaf_defaults
 from arena.runs.layout import Results, STEPS_DIR
 from arena.runs.policy import NoPolicy, policy_folder
 

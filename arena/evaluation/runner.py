@@ -22,7 +22,8 @@ from arena.agent.rollout import rollout
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from arena.config import BadConfig, load_config, to_plain
 from arena.config.args import BadArgument
-from arena.config.verb_args import EvalArgs, Parsed
+from arena.config.verb_args import EvalArgs
+from arena.config.verb_grammar import Parsed
 from arena.envs import EnvUnavailableError, announce_first_use, eval_seed, eval_size, make
 from arena.io.atomic import atomic_write_text
 from arena.runs import RunFolder

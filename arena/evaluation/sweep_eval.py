@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from arena.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from arena.config.verb_args import EvalArgs, Parsed
+from arena.config.verb_args import EvalArgs
+from arena.config.verb_grammar import Parsed
 from arena.runs.layout import CONFIG_FILE, Results, SUMMARY_FILE
 from arena.runs.manifest import read_manifest
 

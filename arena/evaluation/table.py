@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Union
 
 from arena.cli_errors import EXIT_OK, print_bad_input
-from arena.config.verb_args import Parsed
+from arena.config.verb_grammar import Parsed
 from arena.io.atomic import atomic_write_text
 from arena.runs.layout import SUMMARY_FILE, Results
 

@@ -11,7 +11,8 @@ from typing import Callable, Optional
 
 from arena.cli_errors import EXIT_FAILED, EXIT_OK, out_of_space, out_of_space_message, print_bad_input
 from arena.config.launchers import launcher_config
-from arena.config.verb_args import Parsed, SearchArgs, StatusArgs, SweepArgs, parse_args, parse_overrides, parse_own_args
+from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs
+from arena.config.verb_grammar import Parsed, parse_args, parse_overrides, parse_own_args
 from arena.runs.layout import ERROR_FILE, check_name
 
 from .driver_lock import SweepBusy
@@ -107,7 +108,7 @@ def search_main(args: list[str], *, train_fn: Optional[Callable] = None, bc_fn: 
     from .sweep import budget_of
 
     shared = {f.name: getattr(search, f.name) for f in dataclasses.fields(SweepArgs) if hasattr(search, f.name)}
-    # the last budget= wins (arena.config.verb_args), as in Hydra and in the sweep's own name
+    # the last budget= wins (arena.config.verb_grammar), as in Hydra and in the sweep's own name
     shared.update(dimension=f"search-{method}", name=search.name or f"search-{method}-{budget_of(parsed.overrides)}")
     sweep = Parsed(SweepArgs(**shared), parsed.given - {"method"} | {"dimension", "name"},
                    ["search.enabled=true", *parsed.overrides])

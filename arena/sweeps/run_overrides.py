@@ -9,7 +9,7 @@ from typing import Any, Iterable, Optional
 
 from arena.config.args import GRID_README, unknown_key_message
 from arena.config.load import OPEN_NAMESPACES, valid_keys
-from arena.config.verb_args import parse_overrides
+from arena.config.verb_grammar import parse_overrides
 
 
 def check_run_overrides(run: list[str], arms: list[dict[str, Any]], sources: list[str], grid: str,

@@ -11,7 +11,8 @@ from typing import Callable, Optional
 from arena.backends import backend_of
 from arena.bc.key import bc_hash
 from arena.config.launchers import launcher_config, launcher_names
-from arena.config.verb_args import Parsed, SweepArgs, last_value, own_fields, parse_args, parse_overrides
+from arena.config.verb_args import SweepArgs
+from arena.config.verb_grammar import Parsed, last_value, own_fields, parse_args, parse_overrides
 from arena.runs.folder import RunFolder
 from arena.runs.layout import Results, check_name
 from arena.runs.manifest import report_cells_on_disk, report_key
@@ -35,7 +36,7 @@ class SweepOptions(SweepArgs):
 
 def budget_of(run: list[str]) -> str:
     """The budget a list of key=value overrides composes: the last `budget=` wins (the one
-    precedence rule, arena.config.verb_args); none: "default". The one reader of it for the
+    precedence rule, arena.config.verb_grammar); none: "default". The one reader of it for the
     sweep's name and `arena search`'s."""
     return str(last_value(run, "budget", "default"))
 
@@ -70,7 +71,7 @@ def _envs(parsed: Parsed[SweepArgs]):
 
 def _options(sweep: SweepArgs, launcher: str) -> SweepOptions:
     """timeout_min (null or an integer >= 1) and progress_s (> 0); fail_fast and dry_run are
-    booleans already (arena.config.verb_args.parse_args)."""
+    booleans already (arena.config.verb_grammar.parse_args)."""
     timeout = sweep.timeout_min
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1):
         raise ValueError(f"timeout_min={timeout!r}: valid: an integer >= 1 (minutes per cell), or unset")
@@ -84,7 +85,7 @@ def _options(sweep: SweepArgs, launcher: str) -> SweepOptions:
 def build_plan(args: list[str] | Parsed[SweepArgs], *, arms: Optional[list] = None) -> tuple[SweepPlan, SweepOptions]:
     """Everything a sweep needs, fully validated; raises ValueError naming the key (and the grid
     file and line) with the valid choices, before anything is written or launched.
-    `args`: the command line, or it parsed (arena.config.verb_args.parse_args(SweepArgs, ...)).
+    `args`: the command line, or it parsed (arena.config.verb_grammar.parse_args(SweepArgs, ...)).
     `arms` replaces the grid (used by `arena search`, whose `dimension` names the sweep)."""
     parsed = args if isinstance(args, Parsed) else parse_args(SweepArgs, args)
     sweep, run = parsed.args, list(parsed.overrides)

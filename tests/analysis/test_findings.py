@@ -143,7 +143,7 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert main(["findings", "min_effect=-1", f"csv={RUN_TABLES}"]) == 2
     assert main(["findings", f"results_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    # an unknown key: the one message of every verb that takes its own keys only (arena.config.verb_args)
+    # an unknown key: the one message of every verb that takes its own keys only (arena.config.verb_grammar)
     assert "arena findings: give results_dir=" in err and "unknown key 'colour'; valid keys: results_dir, csv, out, " \
         "min_effect" in err
 

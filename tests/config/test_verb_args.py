@@ -1,4 +1,5 @@
-"""One argument grammar (arena/config/verb_args.py; docs/design.md, CLI grammar and exit codes):
+"""One argument grammar (arena/config/verb_grammar.py; the verbs' keys: arena/config/verb_args.py; docs/design.md,
+CLI grammar and exit codes):
 a verb's keys are its dataclass's fields, read typed with Hydra's override grammar; every
 other key is a run override, passed through in order; the last occurrence of a key wins,
 for a verb key and a run override alike, on sweep, search and train."""
@@ -6,7 +7,8 @@ import pytest
 
 from arena.cli import _config
 from arena.config.args import BadArgument
-from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs, last_value, parse_args, parse_key_values
+from arena.config.verb_args import SearchArgs, StatusArgs, SweepArgs
+from arena.config.verb_grammar import last_value, parse_args, parse_key_values
 from arena.sweeps.sweep import build_plan
 
 
@@ -100,7 +102,7 @@ def test_verbs_that_take_their_own_keys_only_name_the_close_match_and_the_valid_
 
 def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refused():
     # envs' env kwargs and eval's run keys are a table of keys: the same grammar
-    from arena.config.verb_args import parse_key_values
+    from arena.config.verb_grammar import parse_key_values
 
     got = parse_key_values(["n=3", "base_url=http://127.0.0.1:8000/v1", "n=5", "label='a b'", "env.kwargs.dim=[7,7]"])
     assert got == {"n": 5, "base_url": "http://127.0.0.1:8000/v1", "label": "a b", "env.kwargs.dim": [7, 7]}
@@ -111,7 +113,8 @@ def test_a_table_verb_s_keys_are_typed_the_last_winning_and_a_comma_list_is_refu
 
 
 def test_eval_s_nested_keys_are_typed_by_their_dataclass_and_other_keys_pass_through():
-    from arena.config.verb_args import EvalArgs, parse_nested_args
+    from arena.config.verb_args import EvalArgs
+    from arena.config.verb_grammar import parse_nested_args
 
     parsed = parse_nested_args(EvalArgs, ["retry.max=1", "n=2", "debate.agents=4", "model.path=/m", "retry.max=7",
                                           "n=3", "retry.backoff=1", "label=12"])
@@ -139,14 +142,16 @@ def test_eval_s_nested_keys_are_typed_by_their_dataclass_and_other_keys_pass_thr
 ])
 def test_eval_and_serve_keys_exit_2_naming_the_key_and_its_type_or_the_close_key(cls, args, fragment):
     from arena.config import verb_args
+    from arena.config.verb_grammar import parse_nested_args
 
     with pytest.raises(BadArgument) as info:
-        verb_args.parse_nested_args(getattr(verb_args, cls), args, own_only=cls == "ServeArgs")
+        parse_nested_args(getattr(verb_args, cls), args, own_only=cls == "ServeArgs")
     assert fragment in str(info.value), str(info.value)
 
 
 def test_the_serve_defaults_are_the_dataclass_fields():
-    from arena.config.verb_args import ServeArgs, leaf_defaults
+    from arena.config.verb_args import ServeArgs
+    from arena.config.verb_grammar import leaf_defaults
     from arena.evaluation.options import SERVE_DEFAULTS
 
     # ServeModelArgs: path None; port 8000

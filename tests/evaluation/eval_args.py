@@ -1,7 +1,8 @@
 """The parsed `arena eval` command line the tests hand to the eval pipeline, as the CLI makes it
 (arena/cli.py, `_eval`): EvalArgs with the eval's own keys set, the keys given, and every other
 key a run config key."""
-from arena.config.verb_args import EvalArgs, Parsed, leaf_fields, nested_dataclass
+from arena.config.verb_args import EvalArgs
+from arena.config.verb_grammar import Parsed, leaf_fields, nested_dataclass
 
 
 def eval_args(keys: dict) -> Parsed:

@@ -24,7 +24,7 @@ from arena.cli import main
      "valid: seed + n <= 10"),
     (["policy=openai", "model=m", "no_such_key=1"], "unknown key"),
     (["policy=openai", "model=m", "max_tokens_field=length"], "unknown max_tokens_field 'length'; valid: max_tokens, max_completion_tokens"),
-    # a bool key takes true or false only, the one message of every verb (arena.config.verb_args)
+    # a bool key takes true or false only, the one message of every verb (arena.config.verb_grammar)
     (["policy=openai", "model=m", "sampling_params=maybe"], "sampling_params='maybe': valid: true or false"),
     (["policy=openai", "model=m", "retry.max=many"], "retry.max='many': expected an integer (retry.max is int)"),
     (["policy=openai", "model=m", "max_tokens=x"], "max_tokens='x': expected an integer or null (max_tokens is int | null)"),
