@@ -28,8 +28,7 @@ import sys
 import threading
 from typing import Any, Optional
 
-from .sandbox_process import (NOBODY, UID_POOL_BASE, Plan, SandboxResult, _execute,  # noqa: F401
-                              processes_of_uid, sysv_ipc_of_uid)
+from .sandbox_process import NOBODY, UID_POOL_BASE, Plan, SandboxResult, _execute  # noqa: F401
 
 MODES = ("auto", "namespaces", "plain")
 NS_FLAGS = ("--net", "--pid", "--ipc", "--fork", "--kill-child", "--mount-proc")

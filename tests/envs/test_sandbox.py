@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from arena.envs import sandbox
+from arena.envs import sandbox, sandbox_uid_cleanup
 
 MODES = ["auto", "plain"]
 
@@ -35,7 +35,7 @@ def children_of(pid: int) -> list[int]:
 def assert_contained(result: sandbox.SandboxResult, baseline_children: list[int]) -> None:
     """Nothing of the call survives, and the sandbox still runs normal code."""
     if result.uid is not None:
-        assert sandbox.processes_of_uid(result.uid) == {}
+        assert sandbox_uid_cleanup.processes_of_uid(result.uid) == {}
     assert sorted(children_of(os.getpid())) == sorted(baseline_children)
     after = sandbox.run_code("print(1+1)")
     assert (after.stdout, after.returncode) == ("2\n", 0)

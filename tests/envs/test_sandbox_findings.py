@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from arena.envs import sandbox, sandbox_process
+from arena.envs import sandbox, sandbox_process, sandbox_uid_cleanup
 from arena.envs.tir_math import TirMathEnv
 from tests.envs import sandbox_nobody
 
@@ -76,7 +76,7 @@ def test_sysv_shared_memory_neither_outlives_the_call_nor_exceeds_the_memory_lim
     assert "big -1" in first.stdout
     assert key not in host_shm_keys() and key + 1 not in host_shm_keys()
     if first.uid is not None:
-        assert sandbox.sysv_ipc_of_uid(first.uid) == {}
+        assert sandbox_uid_cleanup.sysv_ipc_of_uid(first.uid) == {}
     second = sandbox.run_code(SHM_READ.format(key=key), mode=mode)
     assert "found -1" in second.stdout and "LEFTOVER" not in second.stdout
 
@@ -355,7 +355,7 @@ def test_a_clean_up_helper_that_times_out_never_raises_out_of_the_tool_call(monk
     def hanging(argv, *args, **kwargs):
         raise subprocess.TimeoutExpired(argv, kwargs.get("timeout", 10))
 
-    monkeypatch.setattr(sandbox_process, "processes_of_uid", lambda uid: {1: 1})  # always "left": the helper runs
+    monkeypatch.setattr(sandbox_uid_cleanup, "processes_of_uid", lambda uid: {1: 1})  # always "left": the helper runs
     monkeypatch.setattr(sandbox_process.subprocess, "run", hanging)
     env = TirMathEnv(max_turns=3, sandbox_mode="plain")
     env.reset(0)
