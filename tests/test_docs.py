@@ -26,6 +26,16 @@ def docs_numbers():
     return module
 
 
+def copy_docs(root: Path) -> None:
+    """The files scripts/docs_numbers.py reads and writes, copied under `root`: README.md,
+    docs/testbed.md and the committed tables (docs/findings, docs/figures)."""
+    for rel in ("README.md", "docs/testbed.md"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, root / rel)
+    for rel in ("docs/findings", "docs/figures"):
+        shutil.copytree(ROOT / rel, root / rel)
+
+
 def text_files(*folders: str):
     for folder in folders:
         for path in sorted((ROOT / folder).rglob("*")):
@@ -103,11 +113,7 @@ def test_generated_blocks_agree_with_their_tables():
 
 
 def test_a_changed_table_or_a_hand_edited_number_is_caught(tmp_path):
-    for rel in ("README.md", "docs/testbed.md"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, tmp_path / rel)
-    for rel in ("docs/findings", "docs/figures"):
-        shutil.copytree(ROOT / rel, tmp_path / rel)
+    copy_docs(tmp_path)
     dn = docs_numbers()
     assert dn.differences(tmp_path) == []
     # a figure's value changes in its table: the README's and the manual's figures blocks disagree
@@ -124,11 +130,7 @@ def test_a_changed_table_or_a_hand_edited_number_is_caught(tmp_path):
 
 def test_a_new_run_table_and_one_command_update_the_readme(tmp_path):
     """What a new study does: commit its run table, point a figures row at it, run the script once."""
-    for rel in ("README.md", "docs/testbed.md"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, tmp_path / rel)
-    for rel in ("docs/findings", "docs/figures"):
-        shutil.copytree(ROOT / rel, tmp_path / rel)
+    copy_docs(tmp_path)
     # a new sweep: the collapse-regime sweep's 18 runs under another name. Its five confirmatory
     # comparisons (F1 x2, F2 x2, GSPO) are those of `is_clipping-stress`, of which F2's two are
     # "better" (+21.9 [+2.8, +41.0] and +15.2 [+4.3, +26.2]) -> 2 of 5 resolved
