@@ -57,8 +57,24 @@ def _findings(root: Path) -> tuple[pd.DataFrame, str, str]:
     return _FINDINGS[key]
 
 
-def found_bullets(table: pd.DataFrame) -> str:
-    """One bullet per budget with a resolved comparison of a paper finding, then what stays open."""
+def calibration_sweeps(root: Path) -> dict[str, str]:
+    """{sweep: what its seeds chose} for the run tables whose `calibration` column says so: the seeds
+    a regime or a measure was chosen on. Their rows stay in the findings table, but the README's
+    findings leave them out: an effect measured where a design was chosen is no claim."""
+    out = {}
+    for path in sorted((root / "docs" / "findings").glob("*_runs.csv")):
+        runs = pd.read_csv(path, dtype=str, keep_default_na=False)
+        chose = sorted({c for c in runs.get("calibration", pd.Series(dtype=str)) if c})
+        if chose:
+            out[str(runs["sweep"].iloc[0])] = "; ".join(chose)
+    return out
+
+
+def found_bullets(table: pd.DataFrame, calibration: dict[str, str] | None = None) -> str:
+    """One bullet per budget with a resolved comparison of a paper finding, then what stays open;
+    the calibration sweeps' rows are named, not counted."""
+    calibration = calibration or {}
+    table = table[~table["sweep"].isin(list(calibration))]
     rows = table[(table["kind"] == "finding") & table["verdict"].isin(RESOLVED)]
     budgets = sorted(set(rows["budget"]), key=lambda b: (BUDGET_ORDER.index(b) if b in BUDGET_ORDER else 99, b))
     paper = {"agrees": "agrees with the paper", "opposite": "the paper's opposite",
@@ -67,7 +83,8 @@ def found_bullets(table: pd.DataFrame) -> str:
     for budget in budgets:
         out.append(f"- {BUDGET_WORDS.get(budget, f'At `budget={budget}`')}:")
         for _, r in rows[rows["budget"] == budget].iterrows():
-            out.append(f"  - {r['comparison']} {_pm(r['mean'])} [{_pm(r['low'])}, {_pm(r['high'])}] points, "
+            measure = "" if r["measure"] in ("final", "") or pd.isna(r["measure"]) else f" on `{r['measure']}`"
+            out.append(f"  - {r['comparison']}{measure} {_pm(r['mean'])} [{_pm(r['low'])}, {_pm(r['high'])}] points, "
                        f"**{r['verdict']}** ({r['finding']}, {paper.get(r['vs_paper'], r['vs_paper'])}; "
                        f"`{r['sweep']}`, seeds {r['seeds']}, {r['commit']})")
     tested = table[(table["kind"] == "finding") & (table["verdict"] != "no sweep")]
@@ -75,6 +92,9 @@ def found_bullets(table: pd.DataFrame) -> str:
     seeds = f"{int(open_['n'].min())}-{int(open_['n'].max())}" if len(open_) else "-"
     out.append(f"\nThe other {len(open_)} of the findings table's {len(tested)} tested comparisons are "
                f"\"underpowered\" at {seeds} seeds (docs/findings/findings.md).")
+    if calibration:
+        named = ", ".join(f"`{s}` ({why})" for s, why in calibration.items())
+        out.append(f"Not counted: the calibration sweeps {named}, whose seeds chose the design.")
     return "\n".join(out)
 
 
@@ -143,7 +163,7 @@ def blocks(root: Path = ROOT) -> tuple[dict[str, Callable[[], str]], dict[Path, 
     """The text of every generated block by name, and the whole text of every generated file."""
     table, markdown, csv_text = _findings(root)
     figures, machines = _figures(root, table)
-    texts = {"found": lambda: found_bullets(table), "findings": lambda: markdown.rstrip("\n"),
+    texts = {"found": lambda: found_bullets(table, calibration_sweeps(root)), "findings": lambda: markdown.rstrip("\n"),
              "grpo-evidence": lambda: grpo_evidence(table), "figures": lambda: figures_latest(figures, machines),
              "figures-all": lambda: figures_all(figures, machines)}
     files = {root / "docs" / "findings" / "findings.md": markdown, root / "docs" / "findings" / "findings.csv": csv_text}

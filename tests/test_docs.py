@@ -124,18 +124,21 @@ def test_a_changed_table_or_a_hand_edited_number_is_caught(tmp_path):
     assert "**26.2 min**" in (tmp_path / "README.md").read_text() and dn.differences(tmp_path) == []
     # a number typed into a generated block by hand
     readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("+21.9 [+2.8, +41.0]", "+22.9 [+2.8, +41.0]"))
+    readme.write_text(readme.read_text().replace("-2.5 [-4.9, -0.03]", "-3.5 [-4.9, -0.03]"))
     assert dn.differences(tmp_path) == ["README.md: block 'found'"]
 
 
 def test_a_new_run_table_and_one_command_update_the_readme(tmp_path):
     """What a new study does: commit its run table, point a figures row at it, run the script once."""
     copy_docs(tmp_path)
-    # a new sweep: the collapse-regime sweep's 18 runs under another name. Its five confirmatory
-    # comparisons (F1 x2, F2 x2, GSPO) are those of `is_clipping-stress`, of which F2's two are
-    # "better" (+21.9 [+2.8, +41.0] and +15.2 [+4.3, +26.2]) -> 2 of 5 resolved
-    runs = (ROOT / "docs" / "findings" / "is_clipping-stress_runs.csv").read_text().replace(
-        "is_clipping-stress,", "new-job,")
+    # a new sweep: the three-arm collapse-regime sweep's 21 runs (seeds 0-6) under another name and not
+    # marked calibration. F1 and F2 compare `collapsed`: CISPO fell on all 7 seeds, GRPO and CISPO_SM on
+    # none, so each difference is +100 (-100) on every seed; the tied sign-flip p = 2 / 2^7 = 0.016 <
+    # 0.05 for each (a family of one: the SAPO members have no runs) -> 2 of 2 resolved, and both reach
+    # the README's findings block (which leaves out a sweep marked calibration)
+    import pandas as pd
+    runs = pd.read_csv(ROOT / "docs" / "findings" / "clip3-mb16_runs.csv", dtype=str, keep_default_na=False)
+    runs = runs.assign(sweep="new-job", calibration="").to_csv(index=False)
     (tmp_path / "docs" / "findings" / "new-job_runs.csv").write_text(runs)
     figures = tmp_path / "docs" / "figures" / "current_figures.csv"
     figures.write_text(figures.read_text() + "new job: what it resolved,=resolved:new-job,,2026-12-08,abc1234,B,docs/log/x.md\n")
@@ -147,7 +150,8 @@ def test_a_new_run_table_and_one_command_update_the_readme(tmp_path):
                                              "docs/findings/findings.md", "docs/findings/findings.csv"}
     dn.write(tmp_path)
     assert dn.differences(tmp_path) == []
-    assert "| new job: what it resolved | **2 of 5 comparisons resolved (`new-job`, seeds 0-2)** | 2026-12-08 |" in \
-        (tmp_path / "README.md").read_text()
-    assert "| `new-job` | stress | recorded in 98b6a8b | 0-2 | +3.5 [-13.7, +20.7] | 0.623 | 21.9 |" in \
-        (tmp_path / "docs" / "testbed.md").read_text()
+    readme = (tmp_path / "README.md").read_text()
+    assert "| new job: what it resolved | **2 of 2 comparisons resolved (`new-job`, seeds 0-6)** | 2026-12-08 |" in readme
+    assert "  - CISPO - GRPO on `collapsed` +100.0 [+100.0, +100.0] points, **better** (F1, agrees with the paper; " \
+           "`new-job`, seeds 0-6, ba93a90)" in readme
+    assert "| `new-job` | stress@f15d5c35 | ba93a90 | 0-6 |" in (tmp_path / "docs" / "testbed.md").read_text()

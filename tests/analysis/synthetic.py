@@ -96,3 +96,16 @@ def build_sweep(root: str | Path, *, name: str = NAME, shas: Optional[dict] = No
     manifest = {"name": name, "dimension": "clipping", "grid": list(GRID), "cells": cells}
     (root / "sweeps" / name / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return root / "sweeps" / name
+
+
+def claims_on_final():
+    """findings.yaml's claims, each compared on the final eval success. The tests of Holm families and
+    of the paper comparison derive their numbers on final success by hand; a finding that
+    findings.yaml compares on a fall (`collapsed`: more falls is +1) has the opposite direction on
+    final success (more falls, a lower final), so its sign flips."""
+    from dataclasses import replace
+
+    from arena.analysis.claims import load_claims
+
+    return [c if c.measure == "final" else replace(c, measure="final", sign=None if c.sign is None else -c.sign)
+            for c in load_claims()]

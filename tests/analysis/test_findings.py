@@ -18,7 +18,7 @@ from arena.analysis import run_tables as R
 from arena.analysis import verdicts
 from arena.cli import main
 
-from .synthetic import NAME, SHA
+from .synthetic import NAME, SHA, claims_on_final
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TABLES = ROOT / "docs" / "findings"
@@ -71,7 +71,7 @@ def test_one_finding_is_one_holm_family_within_a_sweep():
     # Holm over the 2: smaller p x 2 = 0.018 < 0.05 -> "better"; the other max(0.189, 0.018) = 0.189 -> not
     # rejected, and its interval (t 4.30 x 3.06 at least) is far wider than +-5 -> "underpowered".
     runs = runs_table(pair("cispo_sm", "cispo", [10, 12, 14]) + pair("sapo_sm", "sapo", [2, 4, 12]))
-    rows = F.finding_rows(runs, C.load_claims()).set_index("comparison")
+    rows = F.finding_rows(runs, claims_on_final()).set_index("comparison")
     cispo, sapo = rows.loc["CISPO_SM - CISPO"], rows.loc["SAPO_SM - SAPO"]
     p1, p2 = p_two_sided_df2([10, 12, 14]), p_two_sided_df2([2, 4, 12])
     assert (cispo["p"], sapo["p"]) == (pytest.approx(p1, rel=1e-6), pytest.approx(p2, rel=1e-6))
@@ -89,13 +89,13 @@ def test_one_finding_is_one_holm_family_within_a_sweep():
 
 def test_a_comparison_no_sweep_holds_names_the_command_that_makes_it():
     runs = runs_table(pair("gspo", "grpo", [1, 2, 3]))
-    rows = F.finding_rows(runs, C.load_claims()).set_index("comparison")
+    rows = F.finding_rows(runs, claims_on_final()).set_index("comparison")
     assert rows.loc["SAMPO - GRPO", "verdict"] == "no sweep"
     assert rows.loc["SAMPO - GRPO", "command"] == "arena sweep dimension=sampo"
     assert rows.loc["GRPO_ST - GRPO", "command"] == "arena sweep dimension=aggregation"
     assert rows.loc["GSPO - GRPO", "sweep"] == "hand"
     # every comparison of findings.yaml has a row: 10 comparisons (F1 2, F2 2, GSPO, F3, F4 2, AGG, SAMPO), one sweep
-    assert len(rows) == len(C.load_claims()) == 10
+    assert len(rows) == len(claims_on_final()) == 10
 
 
 def test_opposite_sign_and_stability_columns():
@@ -104,7 +104,7 @@ def test_opposite_sign_and_stability_columns():
     rows = pair("gspo", "grpo", [-10, -11, -12])
     rows[-1] = ("gspo", 2, "sokoban", 30.0, 28.0, False, "collapsed")  # seed 2: 40 - 12, collapsed, not stable
     runs = runs_table(rows)
-    row = F.finding_rows(runs, C.load_claims()).set_index("comparison").loc["GSPO - GRPO"]
+    row = F.finding_rows(runs, claims_on_final()).set_index("comparison").loc["GSPO - GRPO"]
     assert row["verdict"] == verdicts.WORSE and row["vs_paper"] == "opposite"
     assert row["stable"] == "2/3 (1 collapsed) / 3/3"
     # every run starts at 30; GRPO ends at 40 (none below its start), GSPO at 30, 29, 28: seeds 1, 2 fell
@@ -128,7 +128,7 @@ def test_results_dir_path_on_the_synthetic_sweep(results_dir):
     # 20-5, 30-8 = +5, +15, +22 -> d = +10, +15, +18.5 (mean over the 2 envs); SAMPO - GRPO: sokoban +40, +30,
     # +30, household +45, +55, +62 -> +42.5, +42.5, +46.0. Both: p from the df-2 closed form, a family of one.
     runs = R.read_results_dir(results_dir)
-    rows = F.finding_rows(runs, C.load_claims()).set_index("comparison")
+    rows = F.finding_rows(runs, claims_on_final()).set_index("comparison")
     gspo, sampo = rows.loc["GSPO - GRPO"], rows.loc["SAMPO - GRPO"]
     assert gspo["per_seed"] == "+10.0 / +15.0 / +18.5" and sampo["per_seed"] == "+42.5 / +42.5 / +46.0"
     assert gspo["p"] == pytest.approx(p_two_sided_df2([10, 15, 18.5]), rel=1e-6)
@@ -180,7 +180,7 @@ def test_a_one_seed_comparison_stays_out_of_the_holm_family():
     # p_adjusted is its raw p (closed form, df 2: t = 12 / (2 / sqrt 3) = 10.39, p = 0.0092).
     # (every run stable: no collapse regime, so the t-test's verdicts stand; test_collapse_rule.py has one)
     rows = pair("cispo", "grpo", [-10, -12, -14]) + [("sapo", 0, "sokoban", 30.0, 41.0, True, "done")]
-    found = F.finding_rows(runs_table(rows), C.load_claims()).set_index("comparison")
+    found = F.finding_rows(runs_table(rows), claims_on_final()).set_index("comparison")
     cispo, sapo = found.loc["CISPO - GRPO"], found.loc["SAPO - GRPO"]
     assert cispo["p_adjusted"] == pytest.approx(p_two_sided_df2([-10, -12, -14]), rel=1e-6) == pytest.approx(cispo["p"])
     assert (cispo["verdict"], sapo["verdict"], sapo["n"], sapo["per_seed"]) == ("worse", "underpowered", 1, "+1.0")
@@ -194,7 +194,7 @@ def test_readme_findings_are_verdicts_of_the_committed_findings_table():
     rows = {(r.comparison, r.sweep, r.verdict) for r in table.itertuples() if r.kind == "finding"}
     block = (ROOT / "README.md").read_text().split("<!-- generated: found -->")[1].split("<!-- end generated: found -->")[0]
     claims = re.findall(r"^  - (.+?) [+-][\d.]+ \[.*?\] points, \*\*(.+?)\*\* \(.*?`(.+?)`", block, re.M)
-    assert len(claims) >= 3
+    assert len(claims) >= 2
     assert [c for c in claims if (c[0], c[2], c[1]) not in rows] == []
 
 
@@ -204,7 +204,7 @@ def test_vs_paper_says_whether_the_paper_s_number_lies_in_the_interval():
     # 34.03 - 46.16 = -12.13, inside. GSPO - GRPO: the paper gives a relative change (no points):
     # the direction only. F4's GRPO_DS - GRPO: no direction stated ("-").
     rows = pair("cispo", "grpo", [-10, -12, -14]) + pair("gspo", "grpo", [3, 5, 7])
-    found = F.finding_rows(runs_table(rows), C.load_claims()).set_index("comparison")
+    found = F.finding_rows(runs_table(rows), claims_on_final()).set_index("comparison")
     cispo, gspo = found.loc["CISPO - GRPO"], found.loc["GSPO - GRPO"]
     assert (cispo["low"], cispo["high"]) == (pytest.approx(-16.968, abs=1e-3), pytest.approx(-7.032, abs=1e-3))
     assert cispo["vs_paper"] == "agrees; paper's -12.1 inside the interval" and cispo["paper_in_interval"] == "yes"
@@ -216,7 +216,7 @@ def test_vs_paper_says_whether_the_paper_s_number_lies_in_the_interval():
 def test_smoke_data_prints_no_infinite_interval():
     # two seeds with equal differences (+1, +1): the sign-flip p = 2^(1-2) = 0.5 never reaches alpha, so the
     # interval is unbounded; the table says so instead of printing [-inf, +inf]
-    found = F.finding_rows(runs_table(pair("gspo", "grpo", [1, 1])), C.load_claims())
+    found = F.finding_rows(runs_table(pair("gspo", "grpo", [1, 1])), claims_on_final())
     row = found.set_index("comparison").loc["GSPO - GRPO"]
     assert math.isinf(row["low"]) and math.isinf(row["high"])
     text = T.render_markdown(runs_table(pair("gspo", "grpo", [1, 1])), found, F.gain_rows(runs_table(pair("gspo", "grpo", [1, 1]))))

@@ -72,8 +72,9 @@ def test_an_unknown_measure_is_refused_naming_the_valid_ones(tmp_path):
         C.load_claims(path)
     path.write_text(path.read_text().replace("measure: best", "measure: collapsed"))
     assert [c.measure for c in C.load_claims(path)] == ["collapsed"]
-    # today's findings.yaml: every finding on its default measure until one is chosen
-    assert {c.measure for c in C.load_claims()} == {"final"}
+    # today's findings.yaml: F1 and F2 compare whether a run fell, the others the final success
+    assert {c.finding for c in C.load_claims() if c.measure == "collapsed"} == {"F1", "F2"}
+    assert {c.measure for c in C.load_claims() if c.finding not in ("F1", "F2")} == {"final"}
 
 
 def test_committed_tables_read_a_metrics_file_beside_them(tmp_path, monkeypatch):
