@@ -112,6 +112,26 @@ def grpo_evidence(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def learning_bars(root: Path) -> str:
+    """Per run of the run tables with a `gain_paired_se` column: its start and end on the same held-out
+    episodes and the gain in both SEs a learning test can use (tests/embedded/learning_runs.py):
+        two-sample SE = sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n);  paired SE = gain_paired_se (by episode)."""
+    lines = ["| sweep | env | machine | seed | step 0 -> final (n) | gain (points) | two-sample SE | paired SE |",
+             "|---|---|---|---|---|---|---|---|"]
+    for path in sorted((root / "docs" / "findings").glob("*_runs.csv")):
+        runs = pd.read_csv(path)
+        if "gain_paired_se" not in runs:
+            continue
+        for _, r in runs.iterrows():
+            p0, p1, n = float(r["initial_eval_success"]), float(r["final_eval_success"]), int(r["n_eval"])
+            gain = p1 - p0
+            two_sample = (p0 * (1 - p0) / n + p1 * (1 - p1) / n) ** 0.5
+            lines.append(f"| `{r['sweep']}` | {r['env']} | {r.get('machine', '')} | {int(r['seed'])} | "
+                         f"{100 * p0:.1f}% -> {100 * p1:.1f}% ({n}) | {_pm(100 * gain)} | {gain / two_sample:.2f} | "
+                         f"{gain / float(r['gain_paired_se']):.2f} |")
+    return "\n".join(lines)
+
+
 def resolved(table: pd.DataFrame, sweep: str) -> tuple[str, str]:
     """(value, unit) of a figure `=resolved:SWEEP`: how many of the findings table's confirmatory
     comparisons of that run table (the paper's findings) the verdict rule resolves."""
@@ -165,7 +185,7 @@ def blocks(root: Path = ROOT) -> tuple[dict[str, Callable[[], str]], dict[Path, 
     figures, machines = _figures(root, table)
     texts = {"found": lambda: found_bullets(table, calibration_sweeps(root)), "findings": lambda: markdown.rstrip("\n"),
              "grpo-evidence": lambda: grpo_evidence(table), "figures": lambda: figures_latest(figures, machines),
-             "figures-all": lambda: figures_all(figures, machines)}
+             "figures-all": lambda: figures_all(figures, machines), "learning-bars": lambda: learning_bars(root)}
     files = {root / "docs" / "findings" / "findings.md": markdown, root / "docs" / "findings" / "findings.csv": csv_text}
     return texts, files
 

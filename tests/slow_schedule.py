@@ -21,6 +21,7 @@ SIDE_BY_SIDE_MINUTES = {
     "tests/embedded/test_household_learning.py": 27,  # opt-in: its seeds run only when the file is named
     "tests/embedded/test_shop_learning.py": 15,
     "tests/embedded/test_learning_bar.py": 4.5,  # regime D, 50 steps (223-285 s beside one other run)
+    "tests/verl/test_gpu_extras_resolve.py": 1,  # pip's resolver on the network: ~1 min an extra, ~20 s of CPU
 }
 SERIAL = "serial"
 

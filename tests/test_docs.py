@@ -155,3 +155,17 @@ def test_a_new_run_table_and_one_command_update_the_readme(tmp_path):
     assert "  - CISPO - GRPO on `collapsed` +100.0 [+100.0, +100.0] points, **better** (F1, agrees with the paper; " \
            "`new-job`, seeds 0-6, ba93a90)" in readme
     assert "| `new-job` | stress@f15d5c35 | ba93a90 | 0-6 |" in (tmp_path / "docs" / "testbed.md").read_text()
+
+
+def test_learning_bars_by_hand(tmp_path):
+    """One run, p0 = 0.5 -> p1 = 0.6 on n = 100 episodes, gain_paired_se 0.03: gain +10.0 points;
+    two-sample SE = sqrt(0.5 * 0.5 / 100 + 0.6 * 0.4 / 100) = sqrt(0.0049) = 0.07, so 0.1 / 0.07 = 1.43;
+    paired 0.1 / 0.03 = 3.33. A run table without gain_paired_se gives no row."""
+    folder = tmp_path / "docs" / "findings"
+    folder.mkdir(parents=True)
+    (folder / "a_runs.csv").write_text("sweep,env,seed,initial_eval_success,final_eval_success,n_eval\n"
+                                       "a,sokoban,0,0.5,0.6,100\n")
+    (folder / "b_runs.csv").write_text("sweep,env,machine,seed,initial_eval_success,final_eval_success,n_eval,gain_paired_se\n"
+                                       "b,shop,C,3,0.5,0.6,100,0.03\n")
+    lines = docs_numbers().learning_bars(tmp_path).splitlines()
+    assert lines[2:] == ["| `b` | shop | C | 3 | 50.0% -> 60.0% (100) | +10.0 | 1.43 | 3.33 |"]
