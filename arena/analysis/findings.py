@@ -15,7 +15,8 @@ the file and line (exit 2).
 For each comparison `arm - baseline` of each finding and each sweep that holds both arms: the paired
 per-seed differences of the final eval success (points; the mean over environments of seed s), under
 the one verdict rule (arena.analysis.verdicts.compare_family: paired t, Holm across the comparisons of
-one finding in one sweep; a comparison with one seed is untested and not counted in the family). For
+one finding in one sweep; a comparison with one seed is untested and not counted in the family; a
+seeds=auto sweep of a results dir under the group-sequential bound it stopped on: `sweep_levels`). For
 each arm of each sweep: its gain over its own step-0 eval (Holm across the sweep's arms). A comparison that no sweep holds says which command makes it.
 
 The verb's core: the rows and `main`. Its parts: the claims (claims.py), the input (run_tables.py), the
@@ -32,13 +33,16 @@ from arena.cli_errors import BadInput
 from arena.config.verb_args import FindingsArgs
 from arena.config.verb_grammar import parse_own_args
 from arena.io.atomic import atomic_write_text
+from arena.runs.layout import Results
 
 from . import measures, verdicts
 from .claims import Claim, load_claims
 from .collapse_rule import counts_text, guarded
 from .findings_render import commit_text, display, fell_text, render_csv, render_markdown, seeds_text, stability_text
 from .paper_compare import paper_columns
+from .manifest import load_manifest
 from .run_tables import read_results_dir, read_run_tables
+from .sequential import judging_level
 
 
 def per_seed(runs: pd.DataFrame, arm: str, value: str = "final_eval_success") -> pd.Series:
@@ -95,10 +99,14 @@ def _collapse_columns(rows: pd.DataFrame, claim: Claim, seeds, verdict: str) -> 
     return {"verdict": shown, "confirmed": confirmed, "collapsed": counts_text(n_arm, len(arm), n_base, len(base))}
 
 
-def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: float = verdicts.MIN_EFFECT) -> pd.DataFrame:
+def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: float = verdicts.MIN_EFFECT,
+                 levels: dict[str, dict] | None = None) -> pd.DataFrame:
     """One row per (comparison, sweep holding both arms); a comparison no sweep holds gets one row
     naming its command. Holm runs across the comparisons of one finding within one sweep, each on the
-    finding's measure (measures.py; runs without the measure columns get them from the runs alone)."""
+    finding's measure (measures.py; runs without the measure columns get them from the runs alone).
+    `levels`: {sweep: compare_family's keywords} for the seeds=auto sweeps (sequential.judging_level):
+    such a sweep stopped on its verdicts, so they hold only under its group-sequential bound."""
+    levels = levels or {}
     if any(measures.column(c.measure) not in runs for c in claims):
         runs = measures.add_measures(runs)
     out = []
@@ -108,7 +116,7 @@ def finding_rows(runs: pd.DataFrame, claims: Sequence[Claim], *, min_effect: flo
             # keyed by position: one finding may compare an arm with two baselines, or on two measures
             diffs = {i: paired_differences(rows, c.arm, c.baseline, measures.column(c.measure)) for i, c in enumerate(members)}
             held = {i: d for i, d in diffs.items() if len(d)}
-            family = verdicts.compare_family(held, min_effect=min_effect) if held else {}
+            family = verdicts.compare_family(held, min_effect=min_effect, **levels.get(sweep, {})) if held else {}
             for i, c in enumerate(members):
                 if i not in family:
                     continue
@@ -142,11 +150,24 @@ def gain_rows(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) ->
 
 
 
-def build(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT) -> tuple[str, str]:
-    """(markdown, csv) of the findings of a runs table."""
-    findings = finding_rows(runs, load_claims(), min_effect=min_effect)
+def build(runs: pd.DataFrame, *, min_effect: float = verdicts.MIN_EFFECT,
+          levels: dict[str, dict] | None = None) -> tuple[str, str]:
+    """(markdown, csv) of the findings of a runs table (`levels`: finding_rows')."""
+    findings = finding_rows(runs, load_claims(), min_effect=min_effect, levels=levels)
     gain = gain_rows(runs, min_effect=min_effect)
-    return render_markdown(runs, findings, gain, min_effect=min_effect), render_csv(findings, gain)
+    markdown = render_markdown(runs, findings, gain, min_effect=min_effect, levels=levels)
+    return markdown, render_csv(findings, gain)
+
+
+def sweep_levels(results_dir: str | Path) -> dict[str, dict]:
+    """{sweep: compare_family's keywords} for the sweeps of a results dir that ran seeds=auto (their
+    manifests' auto_seeds record; sequential.judging_level), as `arena report` judges them."""
+    out = {}
+    for path in Results(results_dir).sweep_manifests():
+        level = judging_level(load_manifest(results_dir, path.parent.name).get("auto_seeds"))
+        if level:
+            out[path.parent.name] = level
+    return out
 
 
 def main(args: Sequence[str]) -> int:
@@ -170,7 +191,8 @@ def main(args: Sequence[str]) -> int:
         runs = read_run_tables(str(opts.csv)) if opts.csv is not None else read_results_dir(str(opts.results_dir))
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise BadInput(str(exc)) from exc
-    markdown, csv_text = build(runs, min_effect=min_effect)
+    levels = sweep_levels(str(opts.results_dir)) if opts.csv is None else {}
+    markdown, csv_text = build(runs, min_effect=min_effect, levels=levels)
     print(markdown, end="")
     if opts.out is not None:
         out = Path(str(opts.out))

@@ -100,8 +100,9 @@ def _sweep_lines(runs: pd.DataFrame) -> list[list[str]]:
 
 
 def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFrame, *,
-                    min_effect: float = verdicts.MIN_EFFECT) -> str:
-    """The findings table, the gains over the start, and where every sweep came from."""
+                    min_effect: float = verdicts.MIN_EFFECT, levels: dict[str, dict] | None = None) -> str:
+    """The findings table, the gains over the start, and where every sweep came from (`levels`: the
+    seeds=auto sweeps' judging levels, findings.finding_rows')."""
     rule = (f"paired t over seeds, Holm across the comparisons of one finding in one sweep (family-wise "
             f"alpha {verdicts.ALPHA:g}); the interval is at the family-adjusted level; \"no difference\" needs it inside "
             f"+-{min_effect:g} points, \"underpowered\" says about how many seeds would resolve {min_effect:g} points; "
@@ -112,6 +113,10 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
     measured = "; ".join(f"{m}: {text}" for m, text in measures.MEASURES.items())
     out = [f"Findings (confirmatory): arm - baseline on the same seed, on the finding's measure (points; {measured}). "
            f"Verdict rule: {rule}.", ""]
+    for sweep, level in sorted((levels or {}).items()):
+        how = level["bound"].describe() if "bound" in level else f"alpha {level['alpha']:g} per look (Bonferroni over its looks)"
+        where = "docs/design.md, Sweep: seeds=auto"
+        out[-1:-1] = ["", f"Sweep `{sweep}` ran seeds=auto: its verdicts are judged under {how} ({where})."]
     if any("@" in b for b in runs["budget"]):
         out[-1:-1] = ["", "A budget written `<budget>@<hash>` is not today's budget of that name: the hash of its runs' "
                           "settings (config.yaml without seed, PO and arm overrides) differs from today's."]

@@ -33,7 +33,7 @@ from .manifest import auto_seeds_section, chosen_hp, load_manifest
 from .table_data import build_table
 from . import confirmatory, measures, verdicts
 from .mechanisms import mechanism_table, render_mechanisms
-from .sequential import SpendingBound
+from .sequential import judging_level
 from .verdicts import MIN_EFFECT
 from .tables import render_confirmatory_csv, render_csv, render_latex, render_markdown
 
@@ -62,14 +62,6 @@ class Confirmatory:
     """The report's confirmatory section: one row per finding comparison and the notes that say why."""
     rows: pd.DataFrame
     notes: list[str]
-
-
-def auto_bound(record: dict):
-    """The group-sequential bound a seeds=auto manifest record names (sequential.SpendingBound), or None."""
-    if not record.get("bound"):
-        return None
-
-    return SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))
 
 
 def confirmatory_section(runs: pd.DataFrame, manifest: dict, baseline: Optional[str], *, min_effect: float = MIN_EFFECT,
@@ -101,8 +93,8 @@ def _table(results_dir: Path, name: str, *, allow_mixed: bool, baseline: Optiona
     # min_effect (the manifest's auto_seeds record), which its rounds were decided on (docs/design.md,
     # Sweep: seeds=auto); a record without a bound (an older arena's) named one per-look level instead
     auto = manifest.get("auto_seeds") if isinstance(manifest.get("auto_seeds"), dict) else {}
-    bound = auto_bound(auto)
-    alpha = verdicts.ALPHA if bound is not None else float(auto.get("alpha", verdicts.ALPHA))
+    level = judging_level(auto)
+    bound, alpha = level.get("bound"), level.get("alpha", verdicts.ALPHA)
     min_effect = float(auto.get("min_effect", min_effect)) if min_effect == MIN_EFFECT else min_effect
     cells, arm_rows = build_table(runs, manifest, chosen, baseline=baseline, min_effect=min_effect, alpha=alpha)
     section = confirmatory_section(runs, manifest, cells["baseline"].iloc[0] or None, min_effect=min_effect,

@@ -127,6 +127,17 @@ class SpendingBound:
                 f"first {self.nominal(self.first, 0.05):.2g}, for a family of one at 0.05)")
 
 
+def judging_level(record) -> dict:
+    """How a sweep's verdicts are judged, from its manifest's `auto_seeds` record, as keyword arguments
+    of verdicts.compare_family: {"bound": SpendingBound} for a seeds=auto sweep; {"alpha": its per-look
+    level} for an older arena's record (Bonferroni over the looks, no bound); {} for fixed seeds."""
+    if not isinstance(record, dict) or not record:
+        return {}
+    if record.get("bound"):
+        return {"bound": SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))}
+    return {"alpha": float(record["alpha"])} if "alpha" in record else {}
+
+
 P_STAR_GRID = np.geomspace(1e-6, 1.0, 61)  # family levels a at which p* is tabulated (6 decades, 10 a decade)
 
 

@@ -268,3 +268,44 @@ def test_a_former_default_is_labelled_by_its_settings_hash(tmp_path, capsys):
     assert main(["findings", f"csv={path}"]) == 0
     out = capsys.readouterr().out
     assert "then (budget stress@0badc0de;" in out and "now (budget stress;" in out and "is not today's budget" in out
+
+
+def test_a_seeds_auto_sweep_is_judged_under_its_bound():
+    # CISPO - GRPO on seeds 0-2: -10, -12, -14, a family of one (the SAPO member has no runs): t = 12 /
+    # (2 / sqrt 3) = 10.39, df 2, p = 0.0092 < 0.05 -> "worse" at a fixed 0.05. A seeds=auto sweep with
+    # looks at 3-10 seeds stops on its verdicts, so they hold only under its O'Brien-Fleming bound, whose
+    # level at the first look (3 seeds) is 8.5e-5 for a family of one at 0.05: p > 8.5e-5 -> not worse.
+    from arena.analysis.sequential import SpendingBound
+
+    runs = runs_table(pair("cispo", "grpo", [-10, -12, -14]))
+    fixed = F.finding_rows(runs, claims_on_final()).set_index("comparison").loc["CISPO - GRPO"]
+    bound = SpendingBound(3, 10)
+    assert bound.nominal(3, 0.05) < 1e-4 < fixed["p"] < 0.01
+    auto = F.finding_rows(runs, claims_on_final(), levels={"hand": {"bound": bound}}).set_index("comparison").loc["CISPO - GRPO"]
+    assert (fixed["verdict"], auto["verdict"]) == ("worse", "underpowered")
+    other = F.finding_rows(runs, claims_on_final(), levels={"another sweep": {"bound": bound}})
+    assert other.set_index("comparison").loc["CISPO - GRPO", "verdict"] == "worse"
+
+
+def test_findings_on_a_results_dir_read_each_sweep_s_seeds_auto_record(tmp_path, capsys):
+    # two copies of the synthetic sweep, one whose manifest carries a seeds=auto record with a bound, one
+    # with an older arena's record (a per-look alpha): each is named with its level; a fixed sweep is not
+    import json
+
+    from .synthetic import build_sweep
+
+    records = {"auto": {"bound": "obf", "first_seeds": 3, "max_seeds": 6, "alpha": 0.05, "looks": 4},
+               "old": {"alpha": 0.0125, "first_seeds": 3, "max_seeds": 6, "looks": 4}, "fixed": None}
+    for name, record in records.items():
+        folder = build_sweep(tmp_path, name=name)
+        if record:
+            manifest = json.loads((folder / "manifest.json").read_text())
+            (folder / "manifest.json").write_text(json.dumps({**manifest, "auto_seeds": record}))
+    levels = F.sweep_levels(tmp_path)
+    assert set(levels) == {"auto", "old"} and levels["old"] == {"alpha": 0.0125}
+    assert (levels["auto"]["bound"].first, levels["auto"]["bound"].max_seeds) == (3, 6)
+    assert main(["findings", f"results_dir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "Sweep `auto` ran seeds=auto: its verdicts are judged under group-sequential (Lan-DeMets" in out
+    assert "Sweep `old` ran seeds=auto: its verdicts are judged under alpha 0.0125 per look" in out
+    assert "Sweep `fixed` ran seeds=auto" not in out
