@@ -25,7 +25,7 @@ code in anything else:
   state is set back, arena/envs/textworld_reset.py): `evaluate` runs inside `full_resets()`.
 `sample_tokens` (with its loop `_decode`), `make_policy` and `evaluate` are today's functions' code bound to this module's
 names (`rebound`): evaluate calls this module's make_policy (the one bench_eval's timed_eval swaps
-for a recording one), make_policy calls this module's sample_tokens, encode_texts and decode_rows, and sample_tokens
+for a recording one), make_policy calls this module's sample_tokens, encode_prompts (encode_texts) and decode_rows, and sample_tokens
 this module's make_decoder.
 The benchmarks run both paths in one process, on the same model and seeds, and check that they
 give the same tokens and wins, log-probs within float rounding (tests/lm/test_sampler_reference.py
@@ -97,6 +97,13 @@ def encode_texts(tokenizer, texts) -> list:
     """The prompts' ids as make_policy got them before: the tokenizer's own call (today:
     arena.lm.tokenizer.encode_texts, the fast backend's batch call), here on OnePromptAtATime."""
     return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+
+
+def encode_prompts(tokenizer, prompts) -> list:
+    """make_policy's prompt ids (arena.lm.tokenizer.encode_prompts) for a tokenizer without a chat
+    template, as every benchmark's is (arena's own): this module's encode_texts."""
+    assert not getattr(tokenizer, "chat_template", None), "the benchmarks run arena's own tokenizers, which have no chat template"
+    return encode_texts(tokenizer, prompts)
 
 
 def decode_rows(tokenizer, rows, *, skip_special_tokens: bool = True) -> list:

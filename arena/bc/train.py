@@ -90,6 +90,8 @@ def collect_rollout_demos(cfg, model, tokenizer, n_episodes: int, *, chunk: int 
         wins += round(stats["success_rate"] * len(seeds))
         for row in batch.won.nonzero(as_tuple=True)[0].tolist():
             prompt_ids = batch.prompt_ids[row][batch.prompt_mask[row].bool()].tolist()
+            # the prompt as the policy saw it, its chat template included (lm.tokenizer.encode_prompts):
+            # _encode's raw encoding gives these ids back
             pairs.append((tokenizer.decode(prompt_ids), batch.response_text[row]))
     return pairs, wins / max(1, n_episodes)
 

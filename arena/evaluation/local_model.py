@@ -17,7 +17,7 @@ import torch
 
 from arena.lm.model import load_model
 from arena.lm.sampler import sample_tokens
-from arena.lm.tokenizer import tag_id
+from arena.lm.tokenizer import chat_ids, tag_id
 
 
 class LocalModel:
@@ -44,8 +44,7 @@ class LocalModel:
     def encode(self, messages: Sequence[dict]) -> list[int]:
         """Chat messages -> prompt ids (module docstring)."""
         if getattr(self.tokenizer, "chat_template", None):
-            ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
+            return chat_ids(self.tokenizer, messages)
         text = "\n\n".join(str(m.get("content") or "") for m in messages)
         return self.tokenizer.encode(text, add_special_tokens=False)
 

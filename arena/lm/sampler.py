@@ -30,7 +30,7 @@ import torch
 
 from .decoding import make_decoder
 from .micro_threads import own_ops_on_one_thread
-from .tokenizer import decode_rows, encode_texts
+from .tokenizer import decode_rows, encode_prompts
 
 Policy = Callable[[list], list]
 
@@ -256,8 +256,9 @@ def make_policy(
     def generate(prompts: list) -> list:
         if not prompts:
             return []
-        # one batched call each way (the same ids and text as per-prompt encode/decode calls)
-        prompt_ids = encode_texts(tokenizer, prompts)
+        # one batched call each way (the same ids and text as per-prompt encode/decode calls); a
+        # tokenizer with a chat template wraps each prompt in it, as `arena eval` does
+        prompt_ids = encode_prompts(tokenizer, prompts)
         outputs = sample_tokens(
             model, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
             stop_token_ids=stop_ids, pad_token_id=pad_id or 0, generator=generator, stop_strings=stop_strings,

@@ -142,6 +142,21 @@ def encode_texts(tokenizer, texts) -> list[list[int]]:
     return [encoding.ids for encoding in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
 
 
+def chat_ids(tokenizer, messages) -> list[int]:
+    """Chat messages -> prompt ids in the tokenizer's chat template, ready for the reply."""
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
+
+
+def encode_prompts(tokenizer, prompts) -> list[list[int]]:
+    """Each turn's prompt ids, as every backend, BC and `arena eval` encode them: one user message in
+    the tokenizer's chat template when it has one (a pretrained LLM's, as the authors' setup uses
+    it), else the raw text (encode_texts: arena's own tokenizers have no template)."""
+    if getattr(tokenizer, "chat_template", None):
+        return [chat_ids(tokenizer, [{"role": "user", "content": p}]) for p in prompts]
+    return encode_texts(tokenizer, prompts)
+
+
 def decode_rows(tokenizer, rows, *, skip_special_tokens: bool = True) -> list[str]:
     """tokenizer.batch_decode(rows, skip_special_tokens=...) for rows of token ids (lists of ints): the
     same texts, through the fast backend's `decode_batch` when the tokenizer has one and cleans up no

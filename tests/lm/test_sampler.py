@@ -199,6 +199,26 @@ def test_policy_adapter_returns_text_ids_and_logp():
         sample_tokens(model, [[1], []])
 
 
+def test_a_tokenizer_with_a_chat_template_gets_its_prompts_wrapped_as_eval_wraps_them():
+    """The embedded policy encodes a turn's prompt as `arena eval` (LocalModel.encode) and the verl
+    agent loop do: inside the chat template when the tokenizer has one. By the template below a
+    prompt p becomes "<u>" + p + "<b>", whose raw encoding is the expected ids; without the template
+    the ids are p's own."""
+    from arena.evaluation.local_model import LocalModel
+
+    corpus = ["<u>map 1\n#_OX#\n<b><action>left</action>", "<u>map 2\n#_PX#\n<b><action>up</action>"] * 5
+    tok = build_tokenizer(corpus, vocab_size=280)
+    model = build_model(len(tok), size="tiny", seed=0)
+    prompt = "map 1\n#_OX#\n"
+    (_, raw_ids, _, _), = make_policy(model, tok, temperature=0.0, max_new_tokens=4)([prompt])
+    assert raw_ids == tok.encode(prompt, add_special_tokens=False)
+    tok.chat_template = "{% for m in messages %}<u>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}<b>{% endif %}"
+    (_, ids, _, _), = make_policy(model, tok, temperature=0.0, max_new_tokens=4)([prompt])
+    wrapped = tok.encode("<u>" + prompt + "<b>", add_special_tokens=False)
+    assert ids == wrapped != raw_ids
+    assert LocalModel.encode(SimpleNamespace(tokenizer=tok), [{"role": "user", "content": prompt}]) == wrapped
+
+
 def test_benchmark_quick_smoke(capsys):
     bench = load_benchmark("bench_sampler")
     result = bench.main(["--quick"])

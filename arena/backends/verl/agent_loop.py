@@ -51,6 +51,7 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from arena.agent.rollout import _play_turn, _Trajectory, _turn_limit
 from arena.lm.sampler import StopStrings
+from arena.lm.tokenizer import encode_prompts
 from arena.envs import make
 
 from .verl_config import AGENT_LOOP_NAME
@@ -88,11 +89,7 @@ def encode_prompt(tokenizer, prompt: str) -> list[int]:
     arena/evaluation/local_model.py), so training and eval prompts are the same: one user message
     in the tokenizer's chat template when it has one (a pretrained LLM's, as the authors' setup
     uses it), else the raw text (arena's own tokenizers have none: CPU runs are unchanged)."""
-    if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
-    return tokenizer.encode(prompt, add_special_tokens=False)
+    return encode_prompts(tokenizer, [prompt])[0]
 
 
 class ArenaAgentLoop(AgentLoopBase):
