@@ -39,7 +39,7 @@ BOOTSTRAP = (Path(__file__).parent / "sandbox_child.py").read_text(encoding="utf
 # whole 64-bit register, so a plain `arg == a` misses `family | 1 << 32`
 CMP_MASKED_EQ = 7
 LOW_32_BITS = 0xFFFFFFFF  # the int the kernel reads out of a 64-bit argument
-AF_UNIX, AF_INET, AF_INET6, AF_PACKET, AF_VSOCK = 1, 2, 10, 17, 40
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK = 1, 2, 10, 16, 17, 40
 SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF  # socket type, below the SOCK_NONBLOCK/SOCK_CLOEXEC bits
 KEYRING_CALLS = ("add_key", "keyctl", "request_key")
 IO_URING_CALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register")  # socket/connect past seccomp
@@ -86,10 +86,11 @@ def seccomp_rules(plan: Plan) -> list:
     socketpair (sendmsg may name any unix socket path; stream pairs ignore it, so asyncio
     and multiprocessing keep theirs); the kernel keyring, which outlives the call per uid;
     io_uring, which makes sockets without the socket syscall. Plain mode, which has no
-    network or IPC namespace, also: inet and packet sockets, SysV IPC, POSIX message queues.
+    network or IPC namespace, also: inet, netlink (the host's interfaces, addresses and routes) and
+    packet sockets, SysV IPC, POSIX message queues.
     The family is compared on its low 32 bits ((arg & 0xFFFFFFFF) == family), which is all the
     kernel reads; the socketpair type on its low 4 (the type without SOCK_NONBLOCK/CLOEXEC)."""
-    families = [AF_UNIX, AF_VSOCK] + ([] if plan.namespace_cmd else [AF_INET, AF_INET6, AF_PACKET])
+    families = [AF_UNIX, AF_VSOCK] + ([] if plan.namespace_cmd else [AF_INET, AF_INET6, AF_NETLINK, AF_PACKET])
     rules = [["socket", [[0, CMP_MASKED_EQ, LOW_32_BITS, family]]] for family in families]
     rules.append(["socketpair", [[1, CMP_MASKED_EQ, SOCK_TYPE_MASK, SOCK_DGRAM]]])
     calls = [*KEYRING_CALLS, *IO_URING_CALLS]

@@ -304,7 +304,7 @@ if __name__ == "__main__":
 
 # socket(family | 1 << 32, type, 0) through the raw syscall, for each family seccomp refuses in
 # the mode; the kernel reads the family as a 32-bit int, so without a masked compare these made
-# AF_UNIX, AF_INET, AF_INET6, AF_PACKET and AF_VSOCK sockets. Then the x32 ABI's socket number
+# AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET and AF_VSOCK sockets. Then the x32 ABI's socket number
 # (0x40000000 | 41), which libseccomp's x86_64 filter kills (SIGSYS) as a foreign architecture
 HIGH_BIT_SOCKETS = textwrap.dedent("""
     import ctypes, os
@@ -322,9 +322,9 @@ HIGH_BIT_SOCKETS = textwrap.dedent("""
 def test_socket_family_with_high_bits_set_is_refused_like_the_family(mode):
     require_layers(mode, high_bit_socket=("seccomp",))
     namespaces = sandbox.mode_in_force(mode).startswith(("namespaces", "user-namespaces"))
-    # (family, type): AF_UNIX, AF_VSOCK stream; plain mode also AF_INET/AF_INET6 datagram and
-    # AF_PACKET raw (3), which the namespace modes leave to their network namespace
-    families = [(1, 1), (40, 1)] + ([] if namespaces else [(2, 2), (10, 2), (17, 3)])
+    # (family, type): AF_UNIX, AF_VSOCK stream; plain mode also AF_INET/AF_INET6 datagram, AF_NETLINK
+    # and AF_PACKET raw (3), which the namespace modes leave to their network namespace
+    families = [(1, 1), (40, 1)] + ([] if namespaces else [(2, 2), (10, 2), (16, 3), (17, 3)])
     result = sandbox.run_code(HIGH_BIT_SOCKETS.format(families=families), mode=mode)
     lines = result.stdout.splitlines()
     assert lines[:len(families)] == [f"{family} -1 13" for family, _ in families], result  # EACCES
