@@ -57,13 +57,18 @@ def _findings(root: Path) -> tuple[pd.DataFrame, str, str]:
     return _FINDINGS[key]
 
 
+def _run_table_texts(root: Path) -> list[pd.DataFrame]:
+    """Every committed run table as text columns ('' where empty), in file-name order."""
+    return [pd.read_csv(path, dtype=str, keep_default_na=False)
+            for path in sorted((root / "docs" / "findings").glob("*_runs.csv"))]
+
+
 def calibration_sweeps(root: Path) -> dict[str, str]:
     """{sweep: what its seeds chose} for the run tables whose `calibration` column says so: the seeds
     a regime or a measure was chosen on. Their rows stay in the findings table, but the README's
     findings leave them out: an effect measured where a design was chosen is no claim."""
     out = {}
-    for path in sorted((root / "docs" / "findings").glob("*_runs.csv")):
-        runs = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for runs in _run_table_texts(root):
         chose = sorted({c for c in runs.get("calibration", pd.Series(dtype=str)) if c})
         if chose:
             out[str(runs["sweep"].iloc[0])] = "; ".join(chose)
@@ -118,8 +123,7 @@ def learning_bars(root: Path) -> str:
         two-sample SE = sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n);  paired SE = gain_paired_se (by episode)."""
     lines = ["| sweep | env | machine | seed | step 0 -> final (n) | gain (points) | two-sample SE | paired SE |",
              "|---|---|---|---|---|---|---|---|"]
-    for path in sorted((root / "docs" / "findings").glob("*_runs.csv")):
-        runs = pd.read_csv(path)
+    for runs in _run_table_texts(root):
         if "gain_paired_se" not in runs:
             continue
         for _, r in runs.iterrows():

@@ -113,9 +113,9 @@ def render_markdown(runs: pd.DataFrame, findings: pd.DataFrame, gain: pd.DataFra
     measured = "; ".join(f"{m}: {text}" for m, text in measures.MEASURES.items())
     out = [f"Findings (confirmatory): arm - baseline on the same seed, on the finding's measure (points; {measured}). "
            f"Verdict rule: {rule}.", ""]
+    where = "docs/design.md, Sweep: seeds=auto"
     for sweep, level in sorted((levels or {}).items()):
         how = level["bound"].describe() if "bound" in level else f"alpha {level['alpha']:g} per look (Bonferroni over its looks)"
-        where = "docs/design.md, Sweep: seeds=auto"
         out[-1:-1] = ["", f"Sweep `{sweep}` ran seeds=auto: its verdicts are judged under {how} ({where})."]
     if any("@" in b for b in runs["budget"]):
         out[-1:-1] = ["", "A budget written `<budget>@<hash>` is not today's budget of that name: the hash of its runs' "
