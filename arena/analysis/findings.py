@@ -189,9 +189,9 @@ def main(args: Sequence[str]) -> int:
         raise BadInput(f"min_effect={min_effect:g}: valid: a number of points > 0")
     try:
         runs = read_run_tables(str(opts.csv)) if opts.csv is not None else read_results_dir(str(opts.results_dir))
+        levels = sweep_levels(str(opts.results_dir)) if opts.csv is None else {}
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise BadInput(str(exc)) from exc
-    levels = sweep_levels(str(opts.results_dir)) if opts.csv is None else {}
     markdown, csv_text = build(runs, min_effect=min_effect, levels=levels)
     print(markdown, end="")
     if opts.out is not None:

@@ -133,9 +133,13 @@ def judging_level(record) -> dict:
     level} for an older arena's record (Bonferroni over the looks, no bound); {} for fixed seeds."""
     if not isinstance(record, dict) or not record:
         return {}
-    if record.get("bound"):
-        return {"bound": SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))}
-    return {"alpha": float(record["alpha"])} if "alpha" in record else {}
+    try:
+        if record.get("bound"):
+            return {"bound": SpendingBound(int(record["first_seeds"]), int(record["max_seeds"]))}
+        return {"alpha": float(record["alpha"])} if "alpha" in record else {}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the manifest's auto_seeds record {record!r} is malformed ({exc!r}); valid: a `bound` "
+                         "with integer first_seeds and max_seeds, or a numeric per-look `alpha`") from None
 
 
 P_STAR_GRID = np.geomspace(1e-6, 1.0, 61)  # family levels a at which p* is tabulated (6 decades, 10 a decade)

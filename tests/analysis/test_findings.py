@@ -309,3 +309,15 @@ def test_findings_on_a_results_dir_read_each_sweep_s_seeds_auto_record(tmp_path,
     assert "Sweep `auto` ran seeds=auto: its verdicts are judged under group-sequential (Lan-DeMets" in out
     assert "Sweep `old` ran seeds=auto: its verdicts are judged under alpha 0.0125 per look" in out
     assert "Sweep `fixed` ran seeds=auto" not in out
+
+
+def test_a_malformed_seeds_auto_record_exits_2_naming_what_is_valid(tmp_path, capsys):
+    import json
+
+    from .synthetic import build_sweep
+
+    folder = build_sweep(tmp_path, name="auto")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "auto_seeds": {"bound": "obf", "max_seeds": 6}}))
+    assert main(["findings", f"results_dir={tmp_path}"]) == 2
+    assert "valid: a `bound` with integer first_seeds and max_seeds, or a numeric per-look `alpha`" in capsys.readouterr().err
